@@ -1,0 +1,122 @@
+"""The Gaussian container and its initialisation."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gsexp.gaussians.sh import num_sh_bases, rgb_to_sh
+
+
+@dataclass
+class Gaussians:
+    """N anisotropic 3D Gaussians with view-dependent colour.
+
+    means [N,3]; log_scales [N,3]; quats [N,4] (w, x, y, z; need not be normalised);
+    opacity_logits [N] (opacity = sigmoid); sh [N, (d+1)^2, 3] with d = sh_degree
+    the degree stored (the renderer may use fewer bands).
+    """
+
+    means: torch.Tensor
+    log_scales: torch.Tensor
+    quats: torch.Tensor
+    opacity_logits: torch.Tensor
+    sh: torch.Tensor
+    sh_degree: int = 0
+
+    TENSORS = ("means", "log_scales", "quats", "opacity_logits", "sh")
+
+    def __post_init__(self):
+        n = self.means.shape[0]
+        expected = {
+            "means": (n, 3), "log_scales": (n, 3), "quats": (n, 4), "opacity_logits": (n,),
+            "sh": (n, num_sh_bases(self.sh_degree), 3),
+        }
+        if not 0 <= self.sh_degree <= 3:
+            raise ValueError(f"Gaussians: sh_degree must be 0..3, got {self.sh_degree}")
+        for name, shape in expected.items():
+            got = tuple(getattr(self, name).shape)
+            if got != shape:
+                raise ValueError(f"Gaussians.{name}: expected shape {shape}, got {got}")
+
+    def __len__(self) -> int:
+        return self.means.shape[0]
+
+    @property
+    def scales(self) -> torch.Tensor:
+        return self.log_scales.exp()
+
+    @property
+    def opacities(self) -> torch.Tensor:
+        return torch.sigmoid(self.opacity_logits)
+
+    @property
+    def device(self) -> torch.device:
+        return self.means.device
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {name: getattr(self, name) for name in self.TENSORS}
+
+    def map(self, fn) -> "Gaussians":
+        """A new Gaussians with `fn` applied to every tensor (e.g. `.to`, indexing)."""
+        return Gaussians(**{k: fn(v) for k, v in self.tensors().items()}, sh_degree=self.sh_degree)
+
+    def to(self, device) -> "Gaussians":
+        return self.map(lambda t: t.to(device))
+
+    def detach(self) -> "Gaussians":
+        return self.map(lambda t: t.detach())
+
+    def requires_grad_(self, flag: bool = True) -> "Gaussians":
+        for t in self.tensors().values():
+            t.requires_grad_(flag)
+        return self
+
+    def __getitem__(self, index) -> "Gaussians":
+        return self.map(lambda t: t[index])
+
+    @classmethod
+    def from_points(cls, points: torch.Tensor, colors: torch.Tensor | None = None, *,
+                    sh_degree: int = 3, opacity: float = 0.1) -> "Gaussians":
+        """3DGS init: isotropic, scale = mean distance to the 3 nearest neighbours."""
+        points = points.float()
+        n = points.shape[0]
+        if n == 0:
+            raise ValueError("Gaussians.from_points: no points given")
+        if colors is None:
+            colors = torch.full_like(points, 0.5)
+        dist = mean_knn_distance(points, k=3).clamp_min(1e-7)
+        sh = torch.zeros(n, num_sh_bases(sh_degree), 3)
+        sh[:, 0] = rgb_to_sh(colors.float())
+        quats = torch.zeros(n, 4)
+        quats[:, 0] = 1.0
+        logit = torch.logit(torch.tensor(opacity)).item()
+        return cls(points.clone(), dist.log().unsqueeze(1).repeat(1, 3), quats,
+                   torch.full((n,), logit), sh, sh_degree)
+
+    @classmethod
+    def random(cls, n: int, center, radius: float, *, sh_degree: int = 3, opacity: float = 0.1,
+               generator: torch.Generator | None = None) -> "Gaussians":
+        """Random init: uniform points in a cube of half-size `radius`, random colours."""
+        center = torch.as_tensor(center, dtype=torch.float32)
+        points = center + (torch.rand(n, 3, generator=generator) * 2 - 1) * radius
+        colors = torch.rand(n, 3, generator=generator)
+        return cls.from_points(points, colors, sh_degree=sh_degree, opacity=opacity)
+
+
+def mean_knn_distance(points: torch.Tensor, k: int = 3) -> torch.Tensor:
+    """Mean Euclidean distance of each point to its k nearest other points."""
+    n = points.shape[0]
+    if n <= 1:
+        return torch.ones(n)
+    k = min(k, n - 1)
+    chunk = max(64, 2**25 // n)  # bounds the distance block to ~128 MB
+    out = torch.empty(n)
+    for start in range(0, n, chunk):
+        d2 = torch.cdist(points[start:start + chunk], points).square()
+        idx = torch.arange(start, min(start + chunk, n))
+        d2[torch.arange(len(idx)), idx] = float("inf")
+        out[start:start + chunk] = d2.topk(k, largest=False).values.clamp_min(0).sqrt().mean(1)
+    return out
+
+

@@ -1,0 +1,142 @@
+"""Image metrics: PSNR, SSIM and LPIPS on float RGB images in [0, 1].
+
+Every metric takes ``img`` and ``ref`` of shape [3,H,W] or [B,3,H,W] and returns a
+0-dim tensor: the value for a single image, or the mean over the batch (PSNR is
+computed per image, then averaged, as 3DGS papers report it).
+
+LPIPS never downloads anything: the ImageNet backbone comes from a local file (see
+``lpips``) and the linear layers from the ``lpips`` package itself.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import torch
+from torchmetrics.functional.image import (
+    peak_signal_noise_ratio,
+    structural_similarity_index_measure,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# net name -> (file in a weights dir, torchvision's checkpoint name in the hub cache)
+LPIPS_BACKBONES = {
+    "vgg": ("vgg16_features_imagenet.pth", "vgg16-397923af.pth"),
+    "alex": ("alexnet_features_imagenet.pth", "alexnet-owt-7be5be79.pth"),
+}
+
+_lpips_cache: dict[tuple[str, str, str], torch.nn.Module] = {}
+
+
+def _as_batch(img: torch.Tensor, ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if img.shape != ref.shape:
+        raise ValueError(f"img and ref shapes differ: {tuple(img.shape)} vs {tuple(ref.shape)}")
+    if img.dim() not in (3, 4) or img.shape[-3] != 3:
+        raise ValueError(f"expected images of shape [3,H,W] or [B,3,H,W], got {tuple(img.shape)}")
+    if img.dim() == 3:
+        img, ref = img[None], ref[None]
+    return img, ref
+
+
+def psnr(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """PSNR in dB (peak 1.0), mean over the batch; inf for identical images."""
+    img, ref = _as_batch(img, ref)
+    return peak_signal_noise_ratio(img, ref, data_range=1.0, dim=(1, 2, 3))
+
+
+def ssim(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """SSIM (11x11 Gaussian window, sigma 1.5, data range 1.0), mean over the batch."""
+    img, ref = _as_batch(img, ref)
+    return structural_similarity_index_measure(img, ref, data_range=1.0)
+
+
+def shared_dir() -> Path:
+    """The team's shared folder: $GSEXP_SHARED, else ``../shared`` next to the repo."""
+    return Path(os.environ.get("GSEXP_SHARED", REPO_ROOT.parent / "shared"))
+
+
+def _weight_candidates(net: str) -> list[Path]:
+    """Backbone weight files to try, in order (the ``weights`` argument aside)."""
+    own_name, torchvision_name = LPIPS_BACKBONES[net]
+    candidates = []
+    if "GSEXP_LPIPS_WEIGHTS" in os.environ:
+        candidates.append(Path(os.environ["GSEXP_LPIPS_WEIGHTS"]) / own_name)
+    candidates.append(shared_dir() / "weights" / own_name)
+    candidates.append(Path(torch.hub.get_dir()) / "checkpoints" / torchvision_name)
+    return candidates
+
+
+def find_lpips_weights(net: str, weights: str | os.PathLike | None = None) -> Path:
+    """Resolve the backbone weight file for ``net``; raise FileNotFoundError if none exists."""
+    if weights is not None:
+        path = Path(weights)
+        if not path.is_file():
+            raise FileNotFoundError(f"LPIPS backbone weights not found: {path}")
+        return path
+    candidates = _weight_candidates(net)
+    for path in candidates:
+        if path.is_file():
+            return path
+    tried = "\n  ".join(str(p) for p in candidates)
+    own_name, torchvision_name = LPIPS_BACKBONES[net]
+    raise FileNotFoundError(
+        f"no ImageNet backbone weights for LPIPS net={net!r} (gsexp never downloads them). "
+        f"Tried:\n  {tried}\n"
+        f"Provide them by one of: pass weights=<path to {own_name} or {torchvision_name}>; "
+        f"set GSEXP_LPIPS_WEIGHTS to a directory holding {own_name}; "
+        f"or put torchvision's {torchvision_name} in {Path(torch.hub.get_dir()) / 'checkpoints'}."
+    )
+
+
+def _build_lpips(net: str, weights_path: Path) -> torch.nn.Module:
+    import lpips as lpips_pkg  # imported lazily: it is slow and only LPIPS needs it
+
+    # pnet_rand=True builds the backbone untrained, so torchvision has nothing to
+    # download; pretrained=True still loads the package's own v0.1 linear layers.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torchvision's `pretrained=` deprecation
+        model = lpips_pkg.LPIPS(net=net, pretrained=True, pnet_rand=True, verbose=False)
+
+    # Accepts the features-only dict or a full torchvision checkpoint (classifier ignored).
+    state = torch.load(weights_path, map_location="cpu", weights_only=True)
+    features = {k[len("features."):]: v for k, v in state.items() if k.startswith("features.")}
+    # lpips splits torchvision's `features` into slices whose children keep the
+    # original index N, so "sliceK.N.weight" comes from "features.N.weight".
+    backbone = {}
+    for name in model.net.state_dict():
+        _, index_and_param = name.split(".", 1)
+        if index_and_param not in features:
+            raise KeyError(f"{weights_path} lacks features.{index_and_param} for LPIPS net={net!r}")
+        backbone[name] = features[index_and_param]
+    model.net.load_state_dict(backbone)
+
+    model.eval()
+    model.requires_grad_(False)
+    return model
+
+
+def lpips(
+    img: torch.Tensor,
+    ref: torch.Tensor,
+    net: str = "vgg",
+    weights: str | os.PathLike | None = None,
+) -> torch.Tensor:
+    """LPIPS v0.1 distance (lower is closer), mean over the batch.
+
+    ``net`` is "vgg" or "alex". The ImageNet backbone is read from, in order: ``weights``
+    (a features-only or full torchvision state dict), $GSEXP_LPIPS_WEIGHTS/<file>,
+    <shared>/weights/<file>, then torchvision's checkpoint in the torch hub cache.
+    Gradients flow to the images (usable as a loss), not to the network.
+    """
+    if net not in LPIPS_BACKBONES:
+        raise ValueError(f"unknown LPIPS net {net!r}; choose one of {sorted(LPIPS_BACKBONES)}")
+    img, ref = _as_batch(img, ref)
+    path = find_lpips_weights(net, weights).resolve()
+    key = (net, str(path), str(img.device))
+    if key not in _lpips_cache:
+        _lpips_cache[key] = _build_lpips(net, path).to(img.device)
+    model = _lpips_cache[key]
+    return model(img.float(), ref.float(), normalize=True).mean()  # normalize: [0,1] -> [-1,1]

@@ -1,0 +1,48 @@
+"""`render()`: the one dispatch point from config to a rasterizer backend."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from gsexp.render import reference
+
+BACKENDS = ("torch",)
+
+
+@dataclass
+class RenderOutput:
+    image: torch.Tensor      # [3,H,W]
+    alpha: torch.Tensor      # [H,W], 1 - final transmittance
+    n_contrib: torch.Tensor  # [H,W] int32, position of the last contributor in its tile list
+    radii: torch.Tensor      # [N] int32, 0 for culled Gaussians
+    means2d: torch.Tensor    # [N,2] pixel coordinates; .grad after backward (densification)
+    depths: torch.Tensor     # [N] view-space z
+    stage_ms: dict = field(default_factory=dict)
+
+    @property
+    def visible(self) -> torch.Tensor:
+        return self.radii > 0
+
+
+def render(gaussians, camera, *, backend: str = "torch", blend: str = "vanilla",
+           precision: str = "fp32", g2l: bool = True, early_cull: bool = True,
+           background=(0.0, 0.0, 0.0), sh_degree: int | None = None) -> RenderOutput:
+    """Render `gaussians` from `camera`.
+
+    blend: vanilla | gemm (GEMM-GS) | tcgs (TC-GS); precision: fp32 | tf32 | fp16 operands
+    for gemm/tcgs; g2l: tile-local pixel coordinates for gemm/tcgs; early_cull: tcgs culls
+    in the log domain before the exp. sh_degree: SH bands to use (default: all stored).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"render: unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+    bg = torch.as_tensor(background, dtype=torch.float32, device=gaussians.means.device)
+    if bg.shape != (3,):
+        raise ValueError(f"render: background must be 3 values (r, g, b), got shape {tuple(bg.shape)}")
+    camera = camera.to(gaussians.means.device)
+    image, alpha, n_contrib, proj, stage_ms = reference.rasterize(
+        gaussians, camera, blend_name=blend, precision=precision, g2l=g2l,
+        early_cull=early_cull, background=bg, sh_degree=sh_degree)
+    if proj.means2d.requires_grad:
+        proj.means2d.retain_grad()
+    return RenderOutput(image, alpha, n_contrib, proj.radii, proj.means2d, proj.depths, stage_ms)

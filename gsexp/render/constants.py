@@ -1,0 +1,17 @@
+"""Rasterizer constants: the one source of truth for the reference and the CUDA kernels.
+
+csrc/config.h mirrors these values; tests check the two agree.
+"""
+import math
+
+TILE_SIZE = 16          # pixels per tile side (one CUDA block per tile)
+NEAR_PLANE = 0.2        # Gaussians with view-space z <= this are culled
+COV2D_DILATION = 0.3    # added to the 2D covariance diagonal (low-pass filter)
+FOV_CLAMP = 1.3         # the EWA Jacobian is evaluated at most 1.3 x tan(fov/2) off-axis
+ALPHA_MAX = 0.99        # alpha is clamped here so T never reaches exactly 0
+ALPHA_MIN = 1.0 / 255.0  # pairs with alpha below this are skipped
+LOG_ALPHA_MIN = -math.log(255.0)  # EarlyCull threshold on beta = ln(o) + power
+T_MIN = 1e-4            # a pixel stops once its transmittance would fall below this
+
+BLENDS = ("vanilla", "gemm", "tcgs")
+PRECISIONS = ("fp32", "tf32", "fp16")

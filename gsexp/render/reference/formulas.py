@@ -1,0 +1,120 @@
+"""The three blend formulations: how one (Gaussian, pixel) pair's alpha is computed.
+
+Each formula maps `Rows` (per-pair Gaussian data) and intra-tile pixel coordinates
+(u, v), broadcast against each other, to (alpha, keep). `keep` is False where the pair is
+skipped (power > 0 or alpha < 1/255). The same code serves the dense pass
+([pairs, 1] x [1, 256]) and the sparse recompute ([entries] x [entries]), so both see
+bit-identical values.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import torch
+
+from gsexp.render.constants import ALPHA_MAX, ALPHA_MIN, BLENDS, LOG_ALPHA_MIN, TILE_SIZE
+from gsexp.render.reference.precision import check_precision, round_operand
+
+
+class Rows(NamedTuple):
+    mx: torch.Tensor  # mean, INRIA pixel coordinates
+    my: torch.Tensor
+    a: torch.Tensor   # conic (a, b, c): power = -a/2 dx^2 - b dx dy - c/2 dy^2
+    b: torch.Tensor
+    c: torch.Tensor
+    o: torch.Tensor   # opacity
+    ox: torch.Tensor  # pixel coordinates of the tile's first pixel
+    oy: torch.Tensor
+
+
+Formula = Callable[[Rows, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def vanilla(r: Rows, u, v):
+    dx = r.mx - (r.ox + u)
+    dy = r.my - (r.oy + v)
+    power = -0.5 * (r.a * dx * dx + r.c * dy * dy) - r.b * dx * dy
+    alpha = torch.clamp(r.o * torch.exp(power), max=ALPHA_MAX)
+    return alpha, (power <= 0) & (alpha >= ALPHA_MIN)
+
+
+TILE_CENTER = (TILE_SIZE - 1) / 2  # G2L reference point: offsets and coordinates stay within +-7.5
+
+
+def _frame(r: Rows, u, v, g2l: bool):
+    """Mean offset and pixel coordinates relative to the tile centre (G2L) or the image origin.
+
+    Tile-centred coordinates keep u^2, v^2 <= 56 and the constant term small, which is
+    what lets fp16 operands work at all."""
+    if g2l:
+        cx, cy = r.ox + TILE_CENTER, r.oy + TILE_CENTER
+        return r.mx - cx, r.my - cy, u - TILE_CENTER, v - TILE_CENTER
+    return r.mx, r.my, r.ox + u, r.oy + v
+
+
+def _quadratic(r: Rows, mx, my):
+    """Power's coefficients in pixel coordinates: const + lx u + ly v + qx u^2 + qy v^2 + qxy u v."""
+    const = -0.5 * r.a * mx * mx - 0.5 * r.c * my * my - r.b * mx * my
+    return const, r.a * mx + r.b * my, r.c * my + r.b * mx, -0.5 * r.a, -0.5 * r.c, -r.b
+
+
+def _dot(gaussian_vec, pixel_vec, precision: str):
+    """Tensor-core dot product: operands rounded to `precision`, fp32 accumulation in order."""
+    acc = None
+    for g, p in zip(gaussian_vec, pixel_vec):
+        term = round_operand(g, precision) * round_operand(p, precision)
+        acc = term if acc is None else acc + term
+    return acc
+
+
+def gemm(precision: str = "fp32", g2l: bool = True) -> Formula:
+    """GEMM-GS: power = (6-vector per Gaussian) . (1, u, v, u^2, v^2, uv)."""
+
+    def formula(r: Rows, u, v):
+        mx, my, pu, pv = _frame(r, u, v, g2l)
+        const, lx, ly, qx, qy, qxy = _quadratic(r, mx, my)
+        one = torch.ones_like(pu)
+        power = _dot((const, lx, ly, qx, qy, qxy), (one, pu, pv, pu * pu, pv * pv, pu * pv), precision)
+        alpha = torch.clamp(r.o * torch.exp(power), max=ALPHA_MAX)
+        return alpha, (power <= 0) & (alpha >= ALPHA_MIN)
+
+    return formula
+
+
+def tcgs(precision: str = "fp32", g2l: bool = True, early_cull: bool = True) -> Formula:
+    """TC-GS: beta = ln(o) + power as an 8-vector dot product, the constant split in thirds
+    (so each third stays small enough for fp16); EarlyCull tests beta before any exp."""
+
+    def formula(r: Rows, u, v):
+        mx, my, pu, pv = _frame(r, u, v, g2l)
+        const, lx, ly, qx, qy, qxy = _quadratic(r, mx, my)
+        log_o = torch.log(r.o)
+        k3 = (log_o + const) / 3
+        one = torch.ones_like(pu)
+        beta = _dot((qx, qy, qxy, lx, ly, k3, k3, k3),
+                    (pu * pu, pv * pv, pu * pv, pu, pv, one, one, one), precision)
+        not_positive = ~(beta > log_o)  # power = beta - ln(o) <= 0; NaN counts as not positive
+        # fmin, like CUDA's fminf, returns 0.99 for a NaN beta (matters for the fp16 collapse).
+        alpha = torch.fmin(torch.exp(beta), torch.full_like(beta, ALPHA_MAX))
+        passes = beta >= LOG_ALPHA_MIN if early_cull else alpha >= ALPHA_MIN
+        return alpha, not_positive & passes
+
+    return formula
+
+
+def make_formula(blend: str, precision: str = "fp32", g2l: bool = True, early_cull: bool = True) -> Formula:
+    check_precision(precision)
+    if blend == "vanilla":
+        if precision != "fp32":
+            raise ValueError(f"render: blend='vanilla' is plain fp32 arithmetic; precision={precision!r} "
+                             "applies to blend='gemm' or 'tcgs'")
+        return vanilla
+    if blend == "gemm":
+        return gemm(precision, g2l)
+    if blend == "tcgs":
+        return tcgs(precision, g2l, early_cull)
+    raise ValueError(f"render: unknown blend {blend!r}; choose one of {', '.join(BLENDS)}")
+
+
+assert math.isclose(LOG_ALPHA_MIN, math.log(ALPHA_MIN))

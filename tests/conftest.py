@@ -1,0 +1,15 @@
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def shared() -> Path:
+    """The read-only shared data folder ($GSEXP_SHARED, default <repo>/../shared)."""
+    path = Path(os.environ.get("GSEXP_SHARED", REPO.parent / "shared"))
+    if not (path / "data").is_dir():
+        pytest.skip(f"shared data not found at {path}/data (set GSEXP_SHARED to the shared folder)")
+    return path

@@ -1,0 +1,104 @@
+"""Test-only helpers: random scenes and independent, deliberately naive renderers."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from gsexp.gaussians import Gaussians
+from gsexp.gaussians.sh import eval_sh
+from gsexp.scene.camera import Camera, look_at
+
+
+def random_scene(seed: int, n: int = 60, width: int = 40, height: int = 32, sh_degree: int = 2):
+    """Random anisotropic Gaussians around the origin and a camera looking at them."""
+    gen = torch.Generator().manual_seed(seed)
+    g = Gaussians(
+        means=(torch.rand(n, 3, generator=gen) - 0.5) * 2.0,
+        log_scales=torch.rand(n, 3, generator=gen) * 2.0 - 4.0,
+        quats=torch.randn(n, 4, generator=gen),
+        opacity_logits=torch.randn(n, generator=gen) * 2.0,
+        sh=torch.randn(n, (sh_degree + 1) ** 2, 3, generator=gen) * 0.5,
+        sh_degree=sh_degree,
+    )
+    angle = torch.rand(1, generator=gen).item() * 2 * math.pi
+    eye = (3.0 * math.cos(angle), 3.0 * math.sin(angle), 1.0)
+    focal = 0.9 * width
+    cam = Camera(look_at(eye, (0, 0, 0)), focal, focal, width / 2, height / 2, width, height)
+    return g, cam
+
+
+def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0)):
+    """INRIA's algorithm written pixel by pixel in float32 numpy, independent of gsexp.render."""
+    f32 = np.float32
+    w2c = cam.world_to_camera.numpy().astype(f32)
+    rot, trans = w2c[:3, :3], w2c[:3, 3]
+    means = g.means.detach().numpy().astype(f32)
+    scales = np.exp(g.log_scales.detach().numpy()).astype(f32)
+    quats = g.quats.detach().numpy().astype(f32)
+    opac = (1 / (1 + np.exp(-g.opacity_logits.detach().numpy()))).astype(f32)
+    center = -rot.T @ trans
+    dirs = means - center
+    dirs = dirs / np.linalg.norm(dirs, axis=1, keepdims=True)
+    colors = eval_sh(g.sh.detach(), torch.from_numpy(dirs), g.sh_degree).numpy()
+    tiles_x = (cam.width + 15) // 16
+    tiles_y = (cam.height + 15) // 16
+    tan_x, tan_y = cam.width / (2 * cam.fx), cam.height / (2 * cam.fy)
+    splats = []
+    for i in range(len(means)):
+        t = rot @ means[i] + trans
+        if t[2] <= 0.2:
+            continue
+        w, x, y, z = quats[i] / np.linalg.norm(quats[i])
+        r = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                      [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                      [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]], f32)
+        m = r * scales[i][None, :]
+        cov3 = m @ m.T
+        tx = min(1.3 * tan_x, max(-1.3 * tan_x, t[0] / t[2])) * t[2]
+        ty = min(1.3 * tan_y, max(-1.3 * tan_y, t[1] / t[2])) * t[2]
+        jac = np.array([[cam.fx / t[2], 0, -cam.fx * tx / t[2] ** 2],
+                        [0, cam.fy / t[2], -cam.fy * ty / t[2] ** 2]], f32)
+        cov2 = jac @ rot @ cov3 @ rot.T @ jac.T
+        a, b, c = cov2[0, 0] + f32(0.3), cov2[0, 1], cov2[1, 1] + f32(0.3)
+        det = a * c - b * b
+        if det <= 0:
+            continue
+        mid = 0.5 * (a + c)
+        radius = math.ceil(3 * math.sqrt(mid + math.sqrt(max(0.1, mid * mid - det))))
+        px = cam.fx * t[0] / t[2] + cam.cx - 0.5
+        py = cam.fy * t[1] / t[2] + cam.cy - 0.5
+        x0, x1 = min(tiles_x, max(0, int((px - radius) / 16))), min(tiles_x, max(0, int((px + radius + 15) / 16)))
+        y0, y1 = min(tiles_y, max(0, int((py - radius) / 16))), min(tiles_y, max(0, int((py + radius + 15) / 16)))
+        if (x1 - x0) * (y1 - y0) == 0:
+            continue
+        splats.append(dict(depth=t[2], xy=(px, py), conic=(c / det, -b / det, a / det), o=opac[i],
+                           color=colors[i], rect=(x0, x1, y0, y1)))
+    splats.sort(key=lambda s: s["depth"])  # stable: equal depths keep index order
+    image = np.zeros((3, cam.height, cam.width), f32)
+    final_t = np.ones((cam.height, cam.width), f32)
+    for py in range(cam.height):
+        for px in range(cam.width):
+            tx, ty = px // 16, py // 16
+            T, rgb = f32(1.0), np.zeros(3, f32)
+            for s in splats:
+                x0, x1, y0, y1 = s["rect"]
+                if not (x0 <= tx < x1 and y0 <= ty < y1):
+                    continue
+                dx, dy = s["xy"][0] - px, s["xy"][1] - py
+                ca, cb, cc = s["conic"]
+                power = -0.5 * (ca * dx * dx + cc * dy * dy) - cb * dx * dy
+                if power > 0:
+                    continue
+                alpha = min(0.99, s["o"] * math.exp(power))
+                if alpha < 1 / 255:
+                    continue
+                test_t = T * (1 - alpha)
+                if test_t < 1e-4:
+                    break
+                rgb += s["color"] * alpha * T
+                T = test_t
+            image[:, py, px] = rgb + T * np.asarray(background, f32)
+            final_t[py, px] = T
+    return torch.from_numpy(image), torch.from_numpy(1 - final_t)
