@@ -20,7 +20,8 @@ from torchmetrics.functional.image import (
     structural_similarity_index_measure,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from gsexp.paths import shared_dir
+
 
 # net name -> (file in a weights dir, torchvision's checkpoint name in the hub cache)
 LPIPS_BACKBONES = {
@@ -51,11 +52,6 @@ def ssim(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     """SSIM (11x11 Gaussian window, sigma 1.5, data range 1.0), mean over the batch."""
     img, ref = _as_batch(img, ref)
     return structural_similarity_index_measure(img, ref, data_range=1.0)
-
-
-def shared_dir() -> Path:
-    """The team's shared folder: $GSEXP_SHARED, else ``../shared`` next to the repo."""
-    return Path(os.environ.get("GSEXP_SHARED", REPO_ROOT.parent / "shared"))
 
 
 def _weight_candidates(net: str) -> list[Path]:

@@ -110,8 +110,11 @@ def test_no_grad_and_grad_paths_agree():
     g, cam = random_scene(8, n=200, width=64, height=48)
     with torch.no_grad():
         a = render(g, cam).image
-    b = render(g.detach().requires_grad_(), cam).image
-    assert torch.equal(a, b.detach())
+    b = render(g.detach().requires_grad_(), cam)
+    # dense compositing (no grad) and per-entry compositing sum in different orders
+    assert (a - b.image.detach()).abs().max() < 1e-6
+    with torch.no_grad():
+        assert torch.equal(render(g, cam).n_contrib, b.n_contrib)
 
 
 def test_means2d_gradient_is_screen_space():

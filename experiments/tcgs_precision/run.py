@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import torch
 
 from gsexp.gaussians import load_ply
 from gsexp.metrics import psnr
+from gsexp.paths import shared_dir
 from gsexp.render import render
 from gsexp.scene import framing_camera
 
@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shared", default=os.environ.get("GSEXP_SHARED", HERE.parents[2] / "shared"))
+    ap.add_argument("--shared", default=shared_dir())
     ap.add_argument("--sizes", type=int, nargs="+", default=[256, 1024])
     ap.add_argument("--out", default=HERE / "results.json")
     args = ap.parse_args()

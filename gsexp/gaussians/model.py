@@ -27,13 +27,13 @@ class Gaussians:
     TENSORS = ("means", "log_scales", "quats", "opacity_logits", "sh")
 
     def __post_init__(self):
+        if not 0 <= self.sh_degree <= 3:
+            raise ValueError(f"Gaussians: sh_degree must be 0..3, got {self.sh_degree}")
         n = self.means.shape[0]
         expected = {
             "means": (n, 3), "log_scales": (n, 3), "quats": (n, 4), "opacity_logits": (n,),
             "sh": (n, num_sh_bases(self.sh_degree), 3),
         }
-        if not 0 <= self.sh_degree <= 3:
-            raise ValueError(f"Gaussians: sh_degree must be 0..3, got {self.sh_degree}")
         for name, shape in expected.items():
             got = tuple(getattr(self, name).shape)
             if got != shape:
@@ -106,17 +106,12 @@ class Gaussians:
 
 def mean_knn_distance(points: torch.Tensor, k: int = 3) -> torch.Tensor:
     """Mean Euclidean distance of each point to its k nearest other points."""
+    from scipy.spatial import cKDTree  # a k-d tree: SfM clouds reach millions of points
+
     n = points.shape[0]
     if n <= 1:
         return torch.ones(n)
     k = min(k, n - 1)
-    chunk = max(64, 2**25 // n)  # bounds the distance block to ~128 MB
-    out = torch.empty(n)
-    for start in range(0, n, chunk):
-        d2 = torch.cdist(points[start:start + chunk], points).square()
-        idx = torch.arange(start, min(start + chunk, n))
-        d2[torch.arange(len(idx)), idx] = float("inf")
-        out[start:start + chunk] = d2.topk(k, largest=False).values.clamp_min(0).sqrt().mean(1)
-    return out
-
-
+    pts = points.detach().cpu().double().numpy()
+    dist, _ = cKDTree(pts).query(pts, k=k + 1)  # the first neighbour is the point itself
+    return torch.from_numpy(dist[:, 1:].mean(1)).float()

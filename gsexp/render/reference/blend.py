@@ -1,18 +1,20 @@
-"""Stage 4: front-to-back alpha blending per 16x16 tile, vectorised like the CUDA kernel.
+"""Stage 4: front-to-back alpha blending, vectorised like the CUDA kernel.
 
-Forward, without autograd: all tiles walk their depth-sorted lists together in rounds of
-ROUND Gaussians, an [active tiles, ROUND, 256] alpha matrix per round, transmittance and
-colour carried between rounds; a tile leaves once all its pixels have stopped. For the
-backward each round keeps its contributing (pair, pixel) entries, the transmittance T_e
-before each, and the colour that lies behind it.
+Forward, without autograd: pixels are processed in blocks of BLOCK x BLOCK. Each block
+walks the depth-sorted list of its 16x16 tile, all blocks together in rounds of ROUND
+Gaussians: an [active blocks, ROUND, BLOCK^2] alpha matrix per round, transmittance carried
+between rounds; a block leaves once all its pixels have stopped. When the formula is exact
+(fp32), a block skips the pairs whose alpha >= 1/255 ellipse misses it: those would be
+skipped pixel by pixel anyway, so the result is unchanged and much less is evaluated.
 
-Backward, round by round: alpha is recomputed for the contributing entries with autograd
-(same formula, bit-identical values) and the pixel gradient becomes d alpha and d colour in
-closed form, as the CUDA backward does:
+For the backward each round keeps its contributing (pair, pixel) entries, the transmittance
+T_e before each, and the colour composited behind it. The backward recomputes alpha for
+those entries with autograd (same formula, bit-identical values) and turns the pixel
+gradient into d alpha and d colour in closed form, as the CUDA backward does:
   dC/dc_e = alpha_e T_e,   dC/dalpha_e = T_e c_e - behind_e / (1 - alpha_e),
-  dT_final/dalpha_e = -T_final / (1 - alpha_e),
-with behind_e the colour composited after entry e. Working in rounds keeps every tensor
-small (a large fresh allocation costs more than the arithmetic on this CPU).
+  dT_final/dalpha_e = -T_final / (1 - alpha_e).
+Everything runs round by round: small tensors (a large fresh allocation costs more than
+the arithmetic on a CPU).
 """
 from __future__ import annotations
 
@@ -20,12 +22,14 @@ from dataclasses import dataclass
 
 import torch
 
-from gsexp.render.constants import T_MIN, TILE_SIZE
+from gsexp.render.constants import ALPHA_MIN, T_MIN, TILE_SIZE
 from gsexp.render.reference.formulas import Formula, Rows
 from gsexp.render.reference.tiles import TileLists
 
-ROUND = 32  # Gaussians per tile per round
-PIXELS = TILE_SIZE * TILE_SIZE
+ROUND = 32   # list positions per block per round
+BLOCK = 4    # pixels per block side (divides TILE_SIZE)
+SUB = TILE_SIZE // BLOCK
+TILE_PIXELS = TILE_SIZE * TILE_SIZE
 
 
 def gather_rows(means2d, conics, opacities, tiles: TileLists, pair: torch.Tensor) -> Rows:
@@ -42,8 +46,10 @@ def gather_rows(means2d, conics, opacities, tiles: TileLists, pair: torch.Tensor
     return Rows(m[..., 0], m[..., 1], con[..., 0], con[..., 1], con[..., 2], o, ox, oy)
 
 
-def _local_xy(pixel: torch.Tensor, dtype):
-    return (pixel % TILE_SIZE).to(dtype), (pixel // TILE_SIZE).to(dtype)
+def _tile_xy(pixel: torch.Tensor, dtype):
+    """Coordinates within the tile of a tile-pixel id (tile * 256 + y * 16 + x)."""
+    p = pixel % TILE_PIXELS
+    return (p % TILE_SIZE).to(dtype), (p // TILE_SIZE).to(dtype)
 
 
 def _segment_cumsum(x: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
@@ -56,14 +62,68 @@ def _segment_cumsum(x: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     return total - total[first] + x[first]
 
 
+def block_lists(means2d, conics, opacities, tiles: TileLists, tight: bool):
+    """Each tile's pairs handed to its SUB x SUB blocks: (pair index [K], block ranges [B, 2]),
+    sorted by block then depth. block id = tile * SUB^2 + (y // BLOCK) * SUB + x // BLOCK."""
+    num_pairs, nb = len(tiles.gauss_ids), SUB * SUB
+    sub = torch.arange(nb, device=means2d.device)
+    if tight:
+        # alpha >= 1/255 needs power >= -ln(255 o): an ellipse with half-extents
+        # sqrt(2 ln(255 o) cov_xx), ... (cov = conic^-1); one pixel of margin for rounding.
+        a, b, c = conics.unbind(-1)
+        level = torch.log((255.0 * opacities).clamp_min(1e-30)).clamp_min(0)
+        det = (a * c - b * b).clamp_min(1e-30)
+        ext = torch.stack([(2 * level * c / det).sqrt(), (2 * level * a / det).sqrt()], -1) + 1
+        ext = torch.where((opacities >= ALPHA_MIN)[:, None], ext, -1e9)  # never reaches 1/255
+        lo, hi = means2d - ext, means2d + ext
+        g, t = tiles.gauss_ids, tiles.tile_ids
+        bx0 = ((t % tiles.tiles_x) * TILE_SIZE)[:, None] + (sub % SUB) * BLOCK  # [M, nb]
+        by0 = ((t // tiles.tiles_x) * TILE_SIZE)[:, None] + (sub // SUB) * BLOCK
+        lo, hi = lo.index_select(0, g), hi.index_select(0, g)
+        hit = (bx0 <= hi[:, 0:1]) & (bx0 + BLOCK - 1 >= lo[:, 0:1]) \
+            & (by0 <= hi[:, 1:2]) & (by0 + BLOCK - 1 >= lo[:, 1:2])
+        pair, s = hit.nonzero(as_tuple=True)
+    else:
+        pair = torch.arange(num_pairs, device=sub.device).repeat_interleave(nb)
+        s = sub.repeat(num_pairs)
+    block = tiles.tile_ids[pair] * nb + s
+    order = torch.sort(block, stable=True).indices  # stable: depth order kept within a block
+    pair, block = pair[order], block[order]
+    counts = torch.bincount(block, minlength=tiles.tiles_x * tiles.tiles_y * nb)
+    ends = torch.cumsum(counts, 0)
+    return pair, torch.stack([ends - counts, ends], 1)
+
+
 @dataclass
 class RoundEntries:
     """One round's contributing entries and what the backward needs of each."""
 
     pair: torch.Tensor    # [E] index into the sorted pair lists
-    pixel: torch.Tensor   # [E] tile-pixel id = tile * 256 + pixel in tile
+    pixel: torch.Tensor   # [E] tile-pixel id = tile * 256 + y * 16 + x
     trans: torch.Tensor   # [E] transmittance before the entry
-    behind: torch.Tensor  # [E, 3] colour composited after the entry (prefix until finished)
+    behind: torch.Tensor  # [E, 3] colour composited after the entry (the prefix until finished)
+
+
+def _record_entries(rounds, live, alpha, t_after, trans, active, pair, pixel_id, tiles,
+                    tile_start, colors, rgb, n_contrib):
+    """Extract one round's contributing entries (grouped by pixel, in depth order), add them
+    to rgb / n_contrib and update the carried transmittance."""
+    num_p = BLOCK * BLOCK
+    # Flat indices into [A, R, P]: multi-dimensional advanced indexing is slow on CPU.
+    a, p, r = live.transpose(1, 2).nonzero(as_tuple=True)
+    lin = (a * ROUND + r) * num_p + p
+    bp = active.index_select(0, a) * num_p + p
+    ids = pixel_id.view(-1).index_select(0, bp)
+    e_pair = pair.view(-1).index_select(0, a * ROUND + r)
+    e_alpha = alpha.view(-1).index_select(0, lin)
+    t_e = torch.where(r > 0, t_after.view(-1).index_select(0, (lin - num_p).clamp_min(0)),
+                      trans.view(-1).index_select(0, bp))
+    contrib = (e_alpha * t_e).double()[:, None] * colors.index_select(0, tiles.gauss_ids.index_select(0, e_pair))
+    rounds.append(RoundEntries(e_pair, ids, t_e, _segment_cumsum(contrib, ids) + rgb.index_select(0, ids)))
+    rgb.index_add_(0, ids, contrib)
+    rank = e_pair - tile_start.index_select(0, tiles.tile_ids.index_select(0, e_pair)) + 1
+    n_contrib.scatter_reduce_(0, ids, rank, reduce="amax")  # INRIA's: last contributor's position
+    trans.view(-1).scatter_reduce_(0, bp, t_after.view(-1).index_select(0, lin), reduce="amin")
 
 
 @torch.no_grad()
@@ -72,53 +132,67 @@ def blend_forward(means2d, conics, opacities, colors, tiles: TileLists, formula:
     """Colour [T*256, 3] (float64, no background), final T [T*256], n_contrib [T*256] per
     tile-pixel, and the rounds' entries when `keep_entries`."""
     device, dtype = means2d.device, means2d.dtype
-    num_tiles = tiles.tiles_x * tiles.tiles_y
-    starts, ends = tiles.tile_ranges.unbind(1)
-    lengths = ends - starts
-    u, v = _local_xy(torch.arange(PIXELS, device=device), dtype)
-    tile = torch.arange(num_tiles, device=device)
-    done = ((tile[:, None] % tiles.tiles_x) * TILE_SIZE + u >= width) \
-        | ((tile[:, None] // tiles.tiles_x) * TILE_SIZE + v >= height)
-    trans = torch.ones(num_tiles, PIXELS, dtype=dtype, device=device)
-    rgb = torch.zeros(num_tiles * PIXELS, 3, dtype=torch.float64, device=device)
-    n_contrib = torch.zeros(num_tiles, PIXELS, dtype=torch.long, device=device)
+    pair_of, ranges = block_lists(means2d, conics, opacities, tiles, formula.exact)
+    starts, lengths = ranges[:, 0], ranges[:, 1] - ranges[:, 0]
+    num_blocks = len(ranges)
+    block = torch.arange(num_blocks, device=device)
+    tile, s = block // (SUB * SUB), block % (SUB * SUB)
+    lp = torch.arange(BLOCK * BLOCK, device=device)
+    bu = (s % SUB * BLOCK)[:, None] + lp % BLOCK              # [B, P] coordinates in the tile
+    bv = (s // SUB * BLOCK)[:, None] + lp // BLOCK
+    pixel_id = tile[:, None] * TILE_PIXELS + bv * TILE_SIZE + bu  # [B, P] tile-pixel ids
+    done = ((tile % tiles.tiles_x * TILE_SIZE)[:, None] + bu >= width) \
+        | ((tile // tiles.tiles_x * TILE_SIZE)[:, None] + bv >= height)
+    u_of, v_of = bu.to(dtype), bv.to(dtype)
+
+    num_pixels = tiles.tiles_x * tiles.tiles_y * TILE_PIXELS
+    trans = torch.ones(num_blocks, BLOCK * BLOCK, dtype=dtype, device=device)
+    rgb = torch.zeros(num_pixels, 3, dtype=torch.float64, device=device)
+    n_contrib = torch.zeros(num_pixels, dtype=torch.long, device=device)
+    rgb_block = torch.zeros(num_blocks, BLOCK * BLOCK, 3, dtype=torch.float64, device=device)
+    n_block = torch.zeros(num_blocks, BLOCK * BLOCK, dtype=torch.long, device=device)
     colors = colors.double()
+    tile_start = tiles.tile_ranges[:, 0].contiguous()
     rounds = []
-    active = tile[(lengths > 0) & ~done.all(1)]
+    active = block[(lengths > 0) & ~done.all(1)]
     offsets = torch.arange(ROUND, device=device)
     first = 0
     while len(active):
         pos = first + offsets[None]                                     # [A, R]
         in_list = pos < lengths[active, None]
-        pair = (starts[active, None] + pos).clamp(max=len(tiles.gauss_ids) - 1)
+        pair = pair_of[(starts[active, None] + pos).clamp(max=max(len(pair_of) - 1, 0))]
         rows = gather_rows(means2d, conics, opacities, tiles, pair)
-        alpha, keep = formula(Rows(*(t.unsqueeze(-1) for t in rows)), u, v)  # [A, R, 256]
+        alpha, keep = formula(Rows(*(t.unsqueeze(-1) for t in rows)),
+                              u_of[active, None, :], v_of[active, None, :])  # [A, R, P]
         keep &= in_list[..., None] & ~done[active, None, :]
         t_after = trans[active, None, :] * torch.cumprod(torch.where(keep, 1 - alpha, 1.0), 1)
         live = keep & (t_after >= T_MIN)  # the entry that would drop T below T_MIN stops the pixel
-        t_before = torch.cat([trans[active, None, :], t_after[:, :-1]], 1)
 
-        if keep_entries:  # grouped by pixel in depth order, for the running colour sum
-            a, p, r = live.transpose(1, 2).nonzero(as_tuple=True)
-        else:
-            a, r, p = live.nonzero(as_tuple=True)
-        ids = active[a] * PIXELS + p
-        e_pair = pair[a, r]
-        t_e = t_before[a, r, p]
-        contrib = (alpha[a, r, p] * t_e).double()[:, None] * colors[tiles.gauss_ids[e_pair]]
         if keep_entries:
-            rounds.append(RoundEntries(e_pair, ids, t_e, _segment_cumsum(contrib, ids) + rgb[ids]))
-        rgb.index_add_(0, ids, contrib)
-
-        n_contrib[active] = torch.maximum(n_contrib[active], (live * (pos[..., None] + 1)).amax(1))
-        trans[active] = torch.minimum(trans[active], torch.where(t_after >= T_MIN, t_after, 1.0).amin(1))
+            _record_entries(rounds, live, alpha, t_after, trans, active, pair, pixel_id, tiles,
+                            tile_start, colors, rgb, n_contrib)
+        else:  # dense compositing, no per-entry bookkeeping
+            t_before = torch.cat([trans[active, None, :], t_after[:, :-1]], 1)
+            weight = torch.where(live, alpha * t_before, 0.0)
+            flat = pair.reshape(-1)
+            row_colors = colors.index_select(0, tiles.gauss_ids.index_select(0, flat)).reshape(*pair.shape, 3)
+            rgb_block[active] += torch.bmm(weight.transpose(1, 2).double(), row_colors)
+            rank = flat - tile_start.index_select(0, tiles.tile_ids.index_select(0, flat)) + 1
+            rank = rank.reshape(pair.shape)
+            n_block[active] = torch.maximum(n_block[active], (live * rank[..., None]).amax(1))
+            trans[active] = torch.minimum(trans[active], torch.where(live, t_after, 1.0).amin(1))
         done[active] |= t_after[:, -1] < T_MIN
         first += ROUND
         active = active[(lengths[active] > first) & ~done[active].all(1)]
 
     for e in rounds:  # the prefix becomes what lies behind, now that the total is known
         e.behind = (rgb[e.pixel] - e.behind).to(dtype)
-    return rgb, trans.reshape(-1), n_contrib.reshape(-1), rounds
+    final_t = torch.ones(num_pixels, dtype=dtype, device=device)
+    final_t[pixel_id.reshape(-1)] = trans.reshape(-1)
+    if not keep_entries:
+        rgb[pixel_id.reshape(-1)] = rgb_block.reshape(-1, 3)
+        n_contrib[pixel_id.reshape(-1)] = n_block.reshape(-1)
+    return rgb, final_t, n_contrib, rounds
 
 
 class Blend(torch.autograd.Function):
@@ -141,7 +215,7 @@ class Blend(torch.autograd.Function):
         means2d, conics, opacities, colors = leaves
         with torch.enable_grad():
             for e in ctx.rounds:
-                u, v = _local_xy(e.pixel % PIXELS, means2d.dtype)
+                u, v = _tile_xy(e.pixel, means2d.dtype)
                 alpha, _ = ctx.formula(gather_rows(means2d, conics, opacities, ctx.tiles, e.pair), u, v)
                 color = colors.index_select(0, ctx.tiles.gauss_ids.index_select(0, e.pair))
                 g_rgb, g_t = grad_rgb.index_select(0, e.pixel), grad_t.index_select(0, e.pixel)

@@ -31,12 +31,21 @@ class Rows(NamedTuple):
 Formula = Callable[[Rows, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
+def _alpha_and_keep(power, opacity):
+    """alpha = min(0.99, o exp(power)); skip power > 0 and alpha < 1/255.
+
+    Written with C's semantics, as the kernels are: a NaN power passes both tests (every
+    comparison with NaN is false) and fminf turns a NaN alpha into 0.99. That is how a
+    reduced-precision overflow shows up in a real kernel (the fp16 collapse)."""
+    alpha = torch.fmin(opacity * torch.exp(power), torch.full_like(power, ALPHA_MAX))
+    return alpha, ~(power > 0) & ~(alpha < ALPHA_MIN)
+
+
 def vanilla(r: Rows, u, v):
     dx = r.mx - (r.ox + u)
     dy = r.my - (r.oy + v)
     power = -0.5 * (r.a * dx * dx + r.c * dy * dy) - r.b * dx * dy
-    alpha = torch.clamp(r.o * torch.exp(power), max=ALPHA_MAX)
-    return alpha, (power <= 0) & (alpha >= ALPHA_MIN)
+    return _alpha_and_keep(power, r.o)
 
 
 TILE_CENTER = (TILE_SIZE - 1) / 2  # G2L reference point: offsets and coordinates stay within +-7.5
@@ -76,8 +85,7 @@ def gemm(precision: str = "fp32", g2l: bool = True) -> Formula:
         const, lx, ly, qx, qy, qxy = _quadratic(r, mx, my)
         one = torch.ones_like(pu)
         power = _dot((const, lx, ly, qx, qy, qxy), (one, pu, pv, pu * pu, pv * pv, pu * pv), precision)
-        alpha = torch.clamp(r.o * torch.exp(power), max=ALPHA_MAX)
-        return alpha, (power <= 0) & (alpha >= ALPHA_MIN)
+        return _alpha_and_keep(power, r.o)
 
     return formula
 
@@ -94,27 +102,37 @@ def tcgs(precision: str = "fp32", g2l: bool = True, early_cull: bool = True) -> 
         one = torch.ones_like(pu)
         beta = _dot((qx, qy, qxy, lx, ly, k3, k3, k3),
                     (pu * pu, pv * pv, pu * pv, pu, pv, one, one, one), precision)
-        not_positive = ~(beta > log_o)  # power = beta - ln(o) <= 0; NaN counts as not positive
-        # fmin, like CUDA's fminf, returns 0.99 for a NaN beta (matters for the fp16 collapse).
+        # C semantics as in _alpha_and_keep: a NaN beta passes every test, alpha 0.99.
+        not_positive = ~(beta > log_o)  # power = beta - ln(o) <= 0
         alpha = torch.fmin(torch.exp(beta), torch.full_like(beta, ALPHA_MAX))
-        passes = beta >= LOG_ALPHA_MIN if early_cull else alpha >= ALPHA_MIN
+        passes = ~(beta < LOG_ALPHA_MIN) if early_cull else ~(alpha < ALPHA_MIN)
         return alpha, not_positive & passes
 
     return formula
 
 
 def make_formula(blend: str, precision: str = "fp32", g2l: bool = True, early_cull: bool = True) -> Formula:
+    """The formula for a blend variant. `formula.exact` says its alpha equals vanilla's up to
+    fp32 rounding, so the blend may skip pairs that provably stay below 1/255."""
     check_precision(precision)
     if blend == "vanilla":
         if precision != "fp32":
             raise ValueError(f"render: blend='vanilla' is plain fp32 arithmetic; precision={precision!r} "
                              "applies to blend='gemm' or 'tcgs'")
-        return vanilla
-    if blend == "gemm":
-        return gemm(precision, g2l)
-    if blend == "tcgs":
-        return tcgs(precision, g2l, early_cull)
-    raise ValueError(f"render: unknown blend {blend!r}; choose one of {', '.join(BLENDS)}")
+        formula = vanilla
+    elif blend == "gemm":
+        formula = gemm(precision, g2l)
+    elif blend == "tcgs":
+        formula = tcgs(precision, g2l, early_cull)
+    else:
+        raise ValueError(f"render: unknown blend {blend!r}; choose one of {', '.join(BLENDS)}")
+
+    def wrapped(r: Rows, u, v):
+        return formula(r, u, v)
+
+    # Without G2L even fp32 loses enough to cross thresholds: evaluate every pair as the kernel does.
+    wrapped.exact = precision == "fp32" and (blend == "vanilla" or g2l)
+    return wrapped
 
 
 assert math.isclose(LOG_ALPHA_MIN, math.log(ALPHA_MIN))

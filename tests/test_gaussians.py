@@ -1,0 +1,47 @@
+import math
+
+import pytest
+import torch
+
+from gsexp.gaussians import Gaussians, mean_knn_distance
+from gsexp.gaussians.sh import C0, eval_sh
+
+
+def test_from_points_scale_is_log_mean_knn_distance():
+    # a 5x5x5 grid with spacing 0.1: every point's 3 nearest neighbours are 0.1 away
+    axis = torch.arange(5) * 0.1
+    pts = torch.stack(torch.meshgrid(axis, axis, axis, indexing="ij"), -1).reshape(-1, 3)
+    g = Gaussians.from_points(pts, torch.rand(len(pts), 3), sh_degree=2)
+    assert torch.allclose(g.log_scales, torch.full_like(g.log_scales, math.log(0.1)), atol=1e-5)
+    assert g.sh.shape == (125, 9, 3) and (g.sh[:, 1:] == 0).all()
+    assert torch.allclose(g.opacities, torch.full((125,), 0.1))
+    assert torch.allclose(g.quats, torch.tensor([1.0, 0, 0, 0]).expand(125, 4))
+
+
+def test_knn_distance_against_brute_force():
+    pts = torch.randn(300, 3, generator=torch.Generator().manual_seed(0))
+    d = torch.cdist(pts, pts)
+    d.fill_diagonal_(float("inf"))
+    expected = d.topk(3, largest=False).values.mean(1)
+    assert torch.allclose(mean_knn_distance(pts, 3), expected, atol=1e-5)
+
+
+def test_dc_colour_round_trips_through_sh():
+    rgb = torch.rand(50, 3)
+    g = Gaussians.from_points(torch.randn(50, 3), rgb, sh_degree=0)
+    dirs = torch.nn.functional.normalize(torch.randn(50, 3), dim=1)
+    assert torch.allclose(eval_sh(g.sh, dirs, 0), rgb, atol=1e-6)
+    assert torch.allclose(g.sh[:, 0], (rgb - 0.5) / C0)
+
+
+def test_random_init_stays_in_the_box():
+    g = Gaussians.random(1000, (1.0, 2.0, 3.0), 0.5, generator=torch.Generator().manual_seed(1))
+    assert ((g.means - torch.tensor([1.0, 2.0, 3.0])).abs() <= 0.5).all()
+    assert len(g) == 1000 and g.sh_degree == 3
+
+
+def test_shape_errors_name_the_field():
+    with pytest.raises(ValueError, match="log_scales"):
+        Gaussians(torch.zeros(4, 3), torch.zeros(4, 2), torch.zeros(4, 4), torch.zeros(4), torch.zeros(4, 1, 3))
+    with pytest.raises(ValueError, match="sh_degree"):
+        Gaussians(torch.zeros(4, 3), torch.zeros(4, 3), torch.zeros(4, 4), torch.zeros(4), torch.zeros(4, 1, 3), 5)
