@@ -6,6 +6,8 @@ Cases (200x200 unless noted):
 - lego_random_init: a lego test camera, 50K Gaussians initialised as 3DGS does for a
   Blender scene (uniform in [-1.3, 1.3]^3, kNN scales, opacity 0.1). The worst case:
   nothing is opaque, so every pixel blends ~270 Gaussians before it saturates.
+- lego_fitted (with --lego-ply): the same 50K after fit_lego.py has fitted them to lego
+  (opacities polarised, as in a scene being trained), on the same camera.
 - biker_50k: 50K Gaussians drawn from a trained scene (biker), framed at 200x200.
 Times: median of --repeats runs after one warm-up, forward without grad and forward +
 backward. Prints a table and writes results.json beside this file.
@@ -62,6 +64,7 @@ def main():
     ap.add_argument("--shared", default=shared_dir())
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default=HERE / "results.json")
+    ap.add_argument("--lego-ply", help="Gaussians fitted by fit_lego.py")
     args = ap.parse_args()
     shared = Path(args.shared)
     torch.manual_seed(0)
@@ -69,6 +72,8 @@ def main():
     lego = load_scene("blender", shared / "data/nerf_synthetic/lego", downscale=4)
     g = Gaussians.random(50_000, (0, 0, 0), 1.3, sh_degree=3)
     rows.append(measure("lego_random_init", g, lego.test_cameras[0], args.repeats))
+    if args.lego_ply:
+        rows.append(measure("lego_fitted", load_ply(args.lego_ply), lego.test_cameras[0], args.repeats))
     biker = load_ply(shared / "data/scenes/biker.compressed.ply")
     sub = biker[torch.randperm(len(biker))[:50_000]]
     rows.append(measure("biker_50k", sub, framing_camera(biker.means, 200, 200), args.repeats))
