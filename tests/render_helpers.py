@@ -102,3 +102,51 @@ def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0)):
             image[:, py, px] = rgb + T * np.asarray(background, f32)
             final_t[py, px] = T
     return torch.from_numpy(image), torch.from_numpy(1 - final_t)
+
+
+def dense_render64(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0)):
+    """Independent differentiable renderer in float64: loops over Gaussians in depth order,
+    vectorised over all pixels (culling and tile rectangles from the reference's preprocess).
+
+    Returns (image [3,H,W], margin [H,W]): per pixel, how close (|log ratio|) any of its
+    alphas came to 1/255 and its transmittance came to 1e-4, the two thresholds where a
+    rounding difference flips a decision and changes the pixel by far more than rounding."""
+    from gsexp.render.reference.preprocess import preprocess
+
+    proj = preprocess(g.map(lambda t: t.double()), cam)
+    ys, xs = torch.meshgrid(torch.arange(cam.height, dtype=torch.float64),
+                            torch.arange(cam.width, dtype=torch.float64), indexing="ij")
+    tile_x, tile_y = (xs // 16).long(), (ys // 16).long()
+    T = torch.ones(cam.height, cam.width, dtype=torch.float64)
+    done = torch.zeros(cam.height, cam.width, dtype=torch.bool)
+    rgb = torch.zeros(3, cam.height, cam.width, dtype=torch.float64)
+    margin = torch.full((cam.height, cam.width), math.inf, dtype=torch.float64)
+    visible = torch.nonzero(proj.radii > 0).flatten().tolist()
+    for i in sorted(visible, key=lambda k: proj.depths[k].item()):
+        (x0, y0), (x1, y1) = proj.rect_min[i].tolist(), proj.rect_max[i].tolist()
+        inside = (tile_x >= x0) & (tile_x < x1) & (tile_y >= y0) & (tile_y < y1) & ~done
+        dx, dy = proj.means2d[i, 0] - xs, proj.means2d[i, 1] - ys
+        a, b, c = proj.conics[i]
+        power = -0.5 * (a * dx * dx + c * dy * dy) - b * dx * dy
+        raw = proj.opacities[i] * torch.exp(power)
+        alpha = torch.clamp(raw, max=0.99)
+        use = inside & (power <= 0) & (alpha >= 1 / 255)
+        after = T * (1 - alpha)
+        with torch.no_grad():
+            near = torch.minimum((raw * 255).log().abs(), torch.where(use, (after / 1e-4).log().abs(), math.inf))
+            margin = torch.where(inside, torch.minimum(margin, near), margin)
+        stop = use & (after < 1e-4)
+        done = done | stop
+        use = use & ~stop
+        alpha = torch.where(use, alpha, torch.zeros_like(alpha))
+        rgb = rgb + proj.colors[i][:, None, None] * (alpha * T)
+        T = T * (1 - alpha)
+    return rgb + T * torch.tensor(background, dtype=torch.float64)[:, None, None], margin
+
+
+def stable_pixels(g: Gaussians, cam: Camera, min_margin: float = 1e-4) -> torch.Tensor:
+    """[H,W] mask of pixels whose every decision is at least `min_margin` (log ratio) from
+    its threshold: there, implementations that differ only by rounding must agree to
+    rounding. Elsewhere a flipped decision is legitimate and changes the pixel by ~1/255."""
+    with torch.no_grad():
+        return dense_render64(g, cam)[1] > min_margin

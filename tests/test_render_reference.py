@@ -6,8 +6,9 @@ import torch
 
 from gsexp.gaussians import Gaussians
 from gsexp.gaussians.sh import sh_basis
+from gsexp.metrics import psnr
 from gsexp.render import render
-from render_helpers import naive_render, random_scene
+from render_helpers import dense_render64, naive_render, random_scene, stable_pixels
 
 GRAD_FIELDS = ("means", "log_scales", "quats", "opacity_logits", "sh")
 
@@ -20,9 +21,11 @@ def test_vanilla_matches_naive_pixel_loop(seed):
     image, alpha = naive_render(g, cam, bg)
     assert out.image.shape == (3, cam.height, cam.width)
     assert out.alpha.mean() > 0.05  # the scene is actually in view
+    ok = stable_pixels(g, cam)
+    assert ok.float().mean() > 0.97
     # 1e-5: both are fp32; they differ only in the order of a few float operations.
-    assert (out.image - image).abs().max() < 1e-5
-    assert (out.alpha - alpha).abs().max() < 1e-5
+    assert (out.image - image)[:, ok].abs().max() < 1e-5
+    assert (out.alpha - alpha)[ok].abs().max() < 1e-5
 
 
 def _grads(g: Gaussians, cam, weights, **kw):
@@ -36,11 +39,15 @@ def _grads(g: Gaussians, cam, weights, **kw):
 @pytest.mark.parametrize("blend,kw", [("gemm", {}), ("tcgs", {}), ("tcgs", {"early_cull": False})])
 def test_formulations_equal_vanilla_in_fp32(seed, blend, kw):
     g, cam = random_scene(seed, n=300, width=72, height=56)
-    weights = torch.rand(3, cam.height, cam.width, generator=torch.Generator().manual_seed(seed))
+    ok = stable_pixels(g, cam)
+    assert ok.float().mean() > 0.97
+    # The loss covers stable pixels only, so a legitimately flipped decision elsewhere
+    # cannot move the gradients.
+    weights = torch.rand(3, cam.height, cam.width, generator=torch.Generator().manual_seed(seed)) * ok
     ref, ref_grads, ref_m2d = _grads(g, cam, weights)
     out, grads, m2d = _grads(g, cam, weights, blend=blend, **kw)
-    assert (out.image - ref.image).abs().max() < 1e-5
-    assert torch.equal(out.n_contrib, ref.n_contrib)
+    assert (out.image - ref.image)[:, ok].abs().max() < 1e-5
+    assert torch.equal(out.n_contrib[ok], ref.n_contrib[ok])
     # gradients: max abs difference within 1e-4 of the tensor's largest entry
     for name in GRAD_FIELDS:
         scale = ref_grads[name].abs().max()
@@ -56,50 +63,19 @@ def test_global_coordinates_lose_fp32_precision_but_stay_close(blend):
     with torch.no_grad():
         ref = render(g, cam).image
         out = render(g, cam, blend=blend, g2l=False).image
-    assert (out - ref).abs().max() < 1e-3
-
-
-def _dense_render64(g: Gaussians, cam, background):
-    """Independent differentiable renderer in float64: loops over Gaussians in depth order,
-    vectorised over all pixels; culling and tile rectangles taken from the reference."""
-    out = render(g.detach(), cam)
-    g64 = g.map(lambda t: t.double())
-    from gsexp.render.reference.preprocess import preprocess
-    cam64 = cam
-    proj = preprocess(g64, cam64)
-    ys, xs = torch.meshgrid(torch.arange(cam.height, dtype=torch.float64),
-                            torch.arange(cam.width, dtype=torch.float64), indexing="ij")
-    tile_x, tile_y = (xs // 16).long(), (ys // 16).long()
-    T = torch.ones(cam.height, cam.width, dtype=torch.float64)
-    done = torch.zeros(cam.height, cam.width, dtype=torch.bool)
-    rgb = torch.zeros(3, cam.height, cam.width, dtype=torch.float64)
-    order = sorted(torch.nonzero(out.radii > 0).flatten().tolist(), key=lambda i: out.depths[i].item())
-    for i in order:
-        (x0, y0), (x1, y1) = proj.rect_min[i].tolist(), proj.rect_max[i].tolist()
-        inside = (tile_x >= x0) & (tile_x < x1) & (tile_y >= y0) & (tile_y < y1)
-        dx, dy = proj.means2d[i, 0] - xs, proj.means2d[i, 1] - ys
-        a, b, c = proj.conics[i]
-        power = -0.5 * (a * dx * dx + c * dy * dy) - b * dx * dy
-        alpha = torch.clamp(proj.opacities[i] * torch.exp(power), max=0.99)
-        use = inside & ~done & (power <= 0) & (alpha >= 1 / 255)
-        stop = use & (T * (1 - alpha) < 1e-4)
-        done = done | stop
-        use = use & ~stop
-        alpha = torch.where(use, alpha, torch.zeros_like(alpha))
-        rgb = rgb + proj.colors[i][:, None, None] * (alpha * T)
-        T = T * (1 - alpha)
-    return rgb + T * torch.tensor(background, dtype=torch.float64)[:, None, None]
+    assert psnr(out, ref) > 50.0
 
 
 @pytest.mark.parametrize("seed", [6, 7])
 def test_reference_gradients_match_float64_autograd(seed):
     g, cam = random_scene(seed, n=40, width=36, height=28, sh_degree=1)
-    weights = torch.rand(3, cam.height, cam.width, generator=torch.Generator().manual_seed(seed))
+    weights = torch.rand(3, cam.height, cam.width, generator=torch.Generator().manual_seed(seed)) \
+        * stable_pixels(g, cam)
     bg = (0.3, 0.1, 0.6)
     g32 = g.detach().requires_grad_()
     (render(g32, cam, background=bg).image * weights).sum().backward()
     g64 = g.map(lambda t: t.double()).requires_grad_()
-    (_dense_render64(g64, cam, bg) * weights.double()).sum().backward()
+    (dense_render64(g64, cam, bg)[0] * weights.double()).sum().backward()
     for name in GRAD_FIELDS:
         a, b = getattr(g32, name).grad.double(), getattr(g64, name).grad
         # fp32 against fp64: 1e-3 of the tensor's largest entry
@@ -158,3 +134,21 @@ def test_bad_render_arguments(kw, match):
     g, cam = random_scene(0, n=5)
     with pytest.raises(ValueError, match=match):
         render(g, cam, **kw)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("blend", ["vanilla", "gemm", "tcgs"])
+def test_reference_runs_on_cuda_like_on_cpu(blend):
+    g, cam = random_scene(11, n=400, width=80, height=64)
+    ok = stable_pixels(g, cam)
+    weights = torch.rand(3, cam.height, cam.width, generator=torch.Generator().manual_seed(11)) * ok
+    cpu, cpu_grads, _ = _grads(g, cam, weights, blend=blend)
+    gpu, gpu_grads, _ = _grads(g.to("cuda"), cam, weights.cuda(), blend=blend)
+    assert (gpu.image.cpu() - cpu.image)[:, ok].abs().max() < 1e-5
+    for name in GRAD_FIELDS:
+        scale = cpu_grads[name].abs().max()
+        assert (gpu_grads[name].cpu() - cpu_grads[name]).abs().max() <= 1e-4 * scale, name
+    with torch.no_grad():  # reduced precision: same emulation, but exp/log may differ by an ulp
+        a = render(g, cam, blend="tcgs", precision="fp16").image
+        b = render(g.to("cuda"), cam, blend="tcgs", precision="fp16").image.cpu()
+    assert psnr(a, b) > 60.0

@@ -62,10 +62,20 @@ def _frame(r: Rows, u, v, g2l: bool):
     return r.mx, r.my, r.ox + u, r.oy + v
 
 
-def _quadratic(r: Rows, mx, my):
-    """Power's coefficients in pixel coordinates: const + lx u + ly v + qx u^2 + qy v^2 + qxy u v."""
-    const = -0.5 * r.a * mx * mx - 0.5 * r.c * my * my - r.b * mx * my
-    return const, r.a * mx + r.b * my, r.c * my + r.b * mx, -0.5 * r.a, -0.5 * r.c, -r.b
+def _quadratic(r: Rows, mx, my, log_o=None, const_scale: float = 1.0):
+    """Power's coefficients in pixel coordinates: const + lx u + ly v + qx u^2 + qy v^2 + qxy u v
+    (for TC-GS's beta: const includes ln(o) and comes scaled by 1/3).
+
+    Computed in float64 and rounded once, as a careful per-pair setup would: the constant
+    and linear terms are large and cancel in the dot product, so their own rounding is the
+    whole fp32 error budget."""
+    a, b, c, mx, my = (t.double() for t in (r.a, r.b, r.c, mx, my))
+    const = -0.5 * a * mx * mx - 0.5 * c * my * my - b * mx * my
+    if log_o is not None:
+        const = const + log_o.double()
+    const = const * const_scale
+    dtype = r.a.dtype
+    return tuple(t.to(dtype) for t in (const, a * mx + b * my, c * my + b * mx)) + (-0.5 * r.a, -0.5 * r.c, -r.b)
 
 
 def _dot(gaussian_vec, pixel_vec, precision: str):
@@ -96,9 +106,8 @@ def tcgs(precision: str = "fp32", g2l: bool = True, early_cull: bool = True) -> 
 
     def formula(r: Rows, u, v):
         mx, my, pu, pv = _frame(r, u, v, g2l)
-        const, lx, ly, qx, qy, qxy = _quadratic(r, mx, my)
         log_o = torch.log(r.o)
-        k3 = (log_o + const) / 3
+        k3, lx, ly, qx, qy, qxy = _quadratic(r, mx, my, log_o, const_scale=1 / 3)
         one = torch.ones_like(pu)
         beta = _dot((qx, qy, qxy, lx, ly, k3, k3, k3),
                     (pu * pu, pv * pv, pu * pv, pu, pv, one, one, one), precision)
