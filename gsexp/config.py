@@ -1,0 +1,148 @@
+"""The training config's schema and its checks: an unknown key, a misspelled option or an
+impossible value fails before any work, naming the key."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from gsexp.render.constants import BLENDS, PRECISIONS
+
+DATA_KINDS = ("blender", "transforms", "llff", "colmap", "synthetic")
+STRATEGIES = ("default", "mcmc", "none")
+COMPRESSIONS = ("none",)
+LOGGERS = ("wandb", "none")
+BACKENDS = ("torch",)
+
+
+@dataclass
+class DataConfig:
+    kind: str = "synthetic"
+    path: Optional[str] = None
+    downscale: int = 1
+    background: list = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    test_every: int = 8
+    densify_grad_threshold: float = 0.0002  # the default strategy's grad_threshold for this data
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class ModelConfig:
+    sh_degree: int = 3
+    init: str = "auto"
+    num_random: int = 20000
+    random_radius: Optional[float] = None
+    init_opacity: float = 0.1
+
+
+@dataclass
+class RasterizerConfig:
+    backend: str = "torch"
+    blend: str = "vanilla"
+    precision: str = "fp32"
+    g2l: bool = True
+    early_cull: bool = True
+
+
+@dataclass
+class StrategyConfig:
+    name: str = "default"
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class CompressConfig:
+    name: str = "none"
+
+
+@dataclass
+class LoggerConfig:
+    kind: str = "wandb"
+    project: str = "gsexp"
+    mode: str = "offline"
+
+
+@dataclass
+class PathsConfig:
+    root: str = "outputs"
+
+
+@dataclass
+class TrainConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rasterizer: RasterizerConfig = field(default_factory=RasterizerConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    compress: CompressConfig = field(default_factory=CompressConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    iterations: int = 3000
+    seed: int = 0
+    resume: Optional[str] = None
+    eval_every: int = 1000
+    checkpoint_every: int = 1000
+    log_every: int = 10
+    device: str = "cpu"
+    random_background: bool = False
+    sh_degree_interval: int = 1000
+    ssim_lambda: float = 0.2
+    eval_lpips: Any = "auto"
+    lpips_net: str = "vgg"
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work; the message names the key."""
+
+
+def validate(cfg: DictConfig) -> DictConfig:
+    """Merge into the schema (unknown keys and wrong types fail here) and check values."""
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), cfg)
+    except OmegaConfBaseException as err:
+        key = getattr(err, "full_key", None) or "?"
+        raise ConfigError(f"config key '{key}': {str(err).splitlines()[0]}. "
+                          "Check the spelling against conf/ and gsexp/config.py.") from None
+    try:
+        OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"config key '{getattr(err, 'full_key', '?')}' has no value: set it on the "
+                          "command line, e.g. data.path=/path/to/scene") from None
+
+    def need(ok: bool, key: str, problem: str):
+        if not ok:
+            raise ConfigError(f"config key '{key}': {problem}")
+
+    def choice(key: str, options):
+        value = OmegaConf.select(merged, key)
+        need(value in options, key, f"{value!r} is not one of {', '.join(map(str, options))}")
+
+    need(merged.iterations > 0, "iterations", f"must be > 0, got {merged.iterations}")
+    for key in ("eval_every", "checkpoint_every", "log_every", "sh_degree_interval"):
+        need(merged[key] >= 0, key, f"must be >= 0, got {merged[key]}")
+    need(0 <= merged.ssim_lambda <= 1, "ssim_lambda", f"must be in [0, 1], got {merged.ssim_lambda}")
+    need(0 <= merged.model.sh_degree <= 3, "model.sh_degree", f"must be 0..3, got {merged.model.sh_degree}")
+    need(merged.model.num_random > 0, "model.num_random", "must be > 0")
+    need(0 < merged.model.init_opacity < 1, "model.init_opacity", "must be in (0, 1)")
+    need(merged.data.downscale >= 1, "data.downscale", f"must be an integer >= 1, got {merged.data.downscale}")
+    need(len(merged.data.background) == 3, "data.background", "must be 3 values (r, g, b)")
+    choice("data.kind", DATA_KINDS)
+    choice("model.init", ("auto", "points", "random"))
+    choice("rasterizer.backend", BACKENDS)
+    choice("rasterizer.blend", BLENDS)
+    choice("rasterizer.precision", PRECISIONS)
+    need(merged.rasterizer.blend != "vanilla" or merged.rasterizer.precision == "fp32", "rasterizer.precision",
+         "vanilla blends in fp32; reduced precision applies to rasterizer.blend=gemm or tcgs")
+    choice("strategy.name", STRATEGIES)
+    choice("compress.name", COMPRESSIONS)
+    choice("logger.kind", LOGGERS)
+    choice("device", ("cpu", "cuda", "auto"))
+    choice("eval_lpips", ("auto", True, False))
+    choice("lpips_net", ("vgg", "alex"))
+    if merged.data.kind != "synthetic":
+        need(merged.data.path is not None, "data.path", f"data={merged.data.kind} needs data.path=<scene folder>")
+        need(Path(merged.data.path).exists(), "data.path",
+             f"{merged.data.path} does not exist (relative paths are from {Path.cwd()})")
+    return merged

@@ -1,0 +1,51 @@
+"""Plain-file logging into the run folder; always on, so every run is readable without W&B."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+from gsexp.track.base import Logger, json_number, safe_name, to_number, to_plain, to_uint8_hwc
+
+
+class LocalLogger(Logger):
+    """run_dir/metrics.jsonl (one line per log call), run_dir/renders/<key>_<step>.png and
+    run_dir/summary.json (merged across summary calls, and across processes on resume).
+    finish() has nothing to do: recording a run's status is the caller's policy."""
+
+    def __init__(self, run_dir):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_path = self.run_dir / "metrics.jsonl"
+        self.summary_path = self.run_dir / "summary.json"
+
+    def log(self, metrics: dict, step: int) -> None:
+        if "step" in metrics:
+            raise ValueError("'step' is reserved in metrics.jsonl; pass it as the step argument")
+        row = {"step": int(step)}
+        row.update({k: json_number(to_number(k, v)) for k, v in metrics.items()})
+        # Open per call and flush: a crashed run keeps every line written so far.
+        with open(self.metrics_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row, allow_nan=False) + "\n")
+
+    def log_image(self, key: str, image: torch.Tensor, step: int) -> None:
+        path = self.run_dir / "renders" / f"{safe_name(key)}_{int(step):06d}.png"
+        path.parent.mkdir(exist_ok=True)
+        Image.fromarray(to_uint8_hwc(image)).save(path)
+
+    def summary(self, values: dict) -> None:
+        merged = json.loads(self.summary_path.read_text()) if self.summary_path.exists() else {}
+        merged.update(to_plain(values, nonfinite_as_str=True))
+        # Temp file + os.replace: readers never see a half-written summary.json.
+        fd, tmp = tempfile.mkstemp(dir=self.run_dir, prefix=".summary.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(merged, f, indent=2, allow_nan=False)
+            os.replace(tmp, self.summary_path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

@@ -1,0 +1,1 @@
+"""Training: the recipe (one readable loop), parameters, strategies, checkpoints."""

@@ -1,0 +1,97 @@
+"""The strategy interface: when and how Gaussians are added, removed or moved during training.
+
+A strategy is a small dataclass of settings; everything that changes during training lives
+in a `state` dict that the caller owns (created by `initial_state()`, saved in checkpoints:
+plain tensors and numbers only, so `torch.load(..., weights_only=True)` reads it back).
+
+Per training step the caller does::
+
+    out = render(to_gaussians(params, d), camera)
+    strategy.step_pre_backward(params, optimizers, state, step, out)
+    loss.backward()
+    for opt in optimizers.values(): opt.step(); opt.zero_grad(set_to_none=True)
+    strategy.step_post_backward(params, optimizers, state, step, out, W, H, lr=current_means_lr)
+
+`step_post_backward` may replace entries of `params` (and the tensors inside `optimizers`)
+with new Parameters of another length, so callers must re-read `params` every step.
+It reads only `out.means2d.grad` / `out.radii`, and surgery carries `.grad` rows along
+with Adam's, so it may run before or after the optimizer step.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+# 3DGS's schedules are written for this many iterations; `scaled` maps them to other lengths.
+REFERENCE_ITERATIONS = 30_000
+
+
+@dataclass
+class Strategy:
+    """Base class and the do-nothing behaviour; subclasses override what they need.
+
+    scene_extent: the scene's radius (world units), set by the caller for every strategy;
+    thresholds given relative to the scene size use it.
+    """
+
+    scene_extent: float = 1.0
+
+    # Step-count fields that `scaled` rescales, and which of them are intervals (kept >= 1).
+    SCHEDULE_FIELDS: ClassVar[tuple[str, ...]] = ()
+    INTERVAL_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def initial_state(self) -> dict:
+        return {}
+
+    def check(self, params: dict, optimizers: dict) -> None:
+        """Raise if the dicts break the conventions the surgery relies on (see train.params)."""
+        for name, p in params.items():
+            opt = optimizers.get(name)
+            if opt is None:
+                continue
+            if len(opt.param_groups) != 1 or len(opt.param_groups[0]["params"]) != 1:
+                raise ValueError(f"{type(self).__name__}: optimizer {name!r} must hold exactly one "
+                                 f"param group with one tensor")
+            if opt.param_groups[0]["params"][0] is not p:
+                raise ValueError(f"{type(self).__name__}: optimizer {name!r} does not hold params[{name!r}]")
+        lengths = {name: p.shape[0] for name, p in params.items()}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(f"{type(self).__name__}: parameter groups differ in length: {lengths}")
+
+    def step_pre_backward(self, params: dict, optimizers: dict, state: dict, step: int, out) -> None:
+        """Before `loss.backward()`: keep the screen-space gradient (render already does)."""
+        if out is not None and out.means2d.requires_grad and not out.means2d.is_leaf:
+            out.means2d.retain_grad()
+
+    def step_post_backward(self, params: dict, optimizers: dict, state: dict, step: int, out,
+                           width: int, height: int, lr: float | None = None) -> None:
+        """After `loss.backward()`: update statistics and, on schedule, edit `params`/`optimizers`."""
+
+    def regularization(self, params: dict) -> torch.Tensor | float:
+        """Extra loss term the strategy relies on (MCMC's opacity/scale penalties); 0 here."""
+        return 0.0
+
+    def scaled(self, total_iterations: int, reference: int = REFERENCE_ITERATIONS) -> "Strategy":
+        """A copy with every schedule field multiplied by total_iterations / reference.
+
+        Field values are read as settings for a `reference`-iteration run (3DGS's 30k), so
+        `DefaultStrategy().scaled(3000)` refines every 10 steps from 50 to 1500 and resets
+        opacity every 300. Thresholds are not touched; intervals stay >= 1.
+        """
+        if total_iterations <= 0:
+            raise ValueError(f"{type(self).__name__}.scaled: total_iterations must be positive, "
+                             f"got {total_iterations}")
+        factor = total_iterations / reference
+        changes = {}
+        for name in self.SCHEDULE_FIELDS:
+            value = max(0, round(getattr(self, name) * factor))
+            changes[name] = max(1, value) if name in self.INTERVAL_FIELDS else value
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass
+class NoStrategy(Strategy):
+    """A fixed set of Gaussians: nothing is ever added, removed or moved."""

@@ -1,0 +1,106 @@
+"""Adaptive density control of the original 3DGS (Kerbl et al. 2023)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from gsexp.train.strategy import ops
+from gsexp.train.strategy.base import Strategy
+
+STATS = ("grad2d", "count", "max_radii")
+
+
+@dataclass
+class DefaultStrategy(Strategy):
+    """Clone / split where the view-space gradient is large, prune what is faint or huge.
+
+    Every step with step < refine_stop: for each Gaussian visible in the view, accumulate
+    ||dL/d mean2d|| in NDC units and count the view; track its largest pixel radius.
+    At refine_start < step < refine_stop, step % refine_every == 0: Gaussians whose mean
+    gradient is >= grad_threshold are cloned if their largest scale is <= percent_dense *
+    scene_extent, else split in two; then those with opacity < prune_opacity are removed,
+    and once past the first opacity reset also those wider than prune_screen_px pixels or
+    prune_world * scene_extent in world units; the statistics restart from zero.
+    Every reset_every steps (while step < refine_stop) opacities are clamped to reset_opacity.
+    Steps are the caller's iteration counter; defaults are 3DGS's for 30k iterations
+    (`scaled(total)` rescales them). `scene_extent` must be set by the caller.
+    """
+
+    grad_threshold: float = 0.0002
+    percent_dense: float = 0.01
+    split_n: int = 2
+    prune_opacity: float = 0.005
+    prune_screen_px: float = 20.0
+    prune_world: float = 0.1
+    reset_opacity: float = 0.01
+    refine_start: int = 500
+    refine_stop: int = 15_000
+    refine_every: int = 100
+    reset_every: int = 3000
+
+    SCHEDULE_FIELDS: ClassVar[tuple[str, ...]] = ("refine_start", "refine_stop", "refine_every", "reset_every")
+    INTERVAL_FIELDS: ClassVar[tuple[str, ...]] = ("refine_every", "reset_every")
+
+    def initial_state(self) -> dict:
+        # Sized lazily on the first step (N and device come from the params).
+        return {"grad2d": torch.zeros(0), "count": torch.zeros(0), "max_radii": torch.zeros(0),
+                "n_cloned": 0, "n_split": 0, "n_pruned": 0}
+
+    def step_post_backward(self, params, optimizers, state, step, out, width, height, lr=None):
+        if step >= self.refine_stop:
+            return
+        self._accumulate(params, state, out, width, height)
+        if step > self.refine_start and step % self.refine_every == 0:
+            self.refine(params, optimizers, state, step)
+        if step > 0 and step % self.reset_every == 0:
+            ops.reset_opacity(params, optimizers, self.reset_opacity)
+
+    def _stats(self, params: dict, state: dict) -> None:
+        n, device = params["means"].shape[0], params["means"].device
+        for key in STATS:
+            v = state[key]
+            if v.numel() == 0 and n > 0:
+                state[key] = torch.zeros(n, device=device)
+            elif v.shape[0] != n:
+                raise ValueError(f"DefaultStrategy: state[{key!r}] has {v.shape[0]} rows but there are "
+                                 f"{n} Gaussians (params edited outside the strategy?)")
+            else:
+                state[key] = v.to(device)
+
+    @torch.no_grad()
+    def _accumulate(self, params, state, out, width: int, height: int) -> None:
+        self._stats(params, state)
+        grad = out.means2d.grad
+        if grad is None:
+            return
+        # INRIA measures the gradient w.r.t. NDC positions: d/d ndc = d/d px * (size / 2).
+        grad_ndc = grad.detach() * grad.new_tensor([width / 2, height / 2])
+        visible = out.radii > 0
+        state["grad2d"][visible] += grad_ndc[visible].norm(dim=-1)
+        state["count"][visible] += 1
+        state["max_radii"][visible] = torch.maximum(state["max_radii"][visible], out.radii[visible].float())
+
+    @torch.no_grad()
+    def refine(self, params: dict, optimizers: dict, state: dict, step: int) -> None:
+        """Clone, split and prune from the accumulated statistics, then restart them."""
+        self._stats(params, state)
+        grads = state["grad2d"] / state["count"].clamp_min(1)
+        high = grads >= self.grad_threshold
+        small = params["log_scales"].max(dim=1).values <= math.log(self.percent_dense * self.scene_extent)
+        clone, split = high & small, high & ~small
+        ops.duplicate(params, optimizers, clone, state)
+        split = torch.cat([split, split.new_zeros(int(clone.sum()))])  # clones are not split
+        ops.split(params, optimizers, split, n=self.split_n, state=state)
+
+        prune = torch.sigmoid(params["opacity_logits"]) < self.prune_opacity
+        if step > self.reset_every:  # before the first reset, opacity alone decides
+            prune |= state["max_radii"] > self.prune_screen_px
+            prune |= params["log_scales"].max(dim=1).values > math.log(self.prune_world * self.scene_extent)
+        ops.remove(params, optimizers, prune, state)
+
+        state.update(n_cloned=int(clone.sum()), n_split=int(split.sum()), n_pruned=int(prune.sum()))
+        for key in STATS:
+            state[key].zero_()

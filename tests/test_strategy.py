@@ -1,0 +1,304 @@
+"""Densification strategies and the parameter surgery under them (CPU, small scenes)."""
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from gsexp.render import render
+from gsexp.render.reference.preprocess import covariance_3d
+from gsexp.train.params import make_optimizers, make_params, to_gaussians
+from gsexp.train.strategy import DefaultStrategy, MCMCStrategy, NoStrategy, Strategy, make_strategy, ops
+from render_helpers import random_scene
+
+SH = 1
+
+
+def setup(n=100, seed=0, step=True):
+    """Params + Adams that have taken one real step (so Adam state exists) and the render."""
+    torch.manual_seed(seed)
+    g, cam = random_scene(seed, n=n, sh_degree=SH)
+    params = make_params(g)
+    opts = make_optimizers(params, extent=1.0)
+    out = render(to_gaussians(params, SH), cam)
+    (out.image - 0.5).square().mean().backward()
+    if step:
+        for opt in opts.values():
+            opt.step()
+    return params, opts, out, cam
+
+
+def assert_aligned(params, opts):
+    n = params["means"].shape[0]
+    for name, p in params.items():
+        assert p.shape[0] == n, name
+        group = opts[name].param_groups[0]["params"]
+        assert len(group) == 1 and group[0] is p, name
+        for key, v in opts[name].state[p].items():
+            if key != "step":
+                assert v.shape == p.shape, (name, key)
+
+
+def optimizer_step_runs(params, opts):
+    before = params["means"].detach().clone()
+    loss = sum(p.square().sum() for p in params.values())
+    loss.backward()
+    for opt in opts.values():
+        opt.step()
+    assert not torch.equal(before, params["means"].detach())
+
+
+def no_visible_grad(n):
+    """An `out` that adds nothing to the statistics, so a test can set them directly."""
+    return SimpleNamespace(means2d=torch.zeros(n, 2, requires_grad=True), radii=torch.zeros(n, dtype=torch.int32))
+
+
+# --- ops --------------------------------------------------------------------------------------
+
+def test_duplicate_carries_rows_and_adam_state():
+    params, opts, _, _ = setup()
+    mask = torch.zeros(100, dtype=torch.bool)
+    mask[[3, 7, 50]] = True
+    means, avg = params["means"].detach().clone(), opts["means"].state[params["means"]]["exp_avg"].clone()
+    state = {"grad2d": torch.arange(100.0), "k": 5}
+    ops.duplicate(params, opts, mask, state)
+    assert_aligned(params, opts)
+    assert params["means"].shape[0] == 103 and state["grad2d"].shape == (103,) and state["k"] == 5
+    assert torch.equal(params["means"][100:], means[mask])
+    assert torch.equal(opts["means"].state[params["means"]]["exp_avg"][100:], avg[mask])
+    assert torch.equal(state["grad2d"][100:], torch.tensor([3.0, 7.0, 50.0]))
+    assert params["means"].grad.shape == (103, 3)  # pending gradients follow the rows too
+    optimizer_step_runs(params, opts)
+
+
+def test_remove_drops_rows():
+    params, opts, _, _ = setup()
+    mask = torch.rand(100) < 0.3
+    sq = opts["quats"].state[params["quats"]]["exp_avg_sq"].clone()
+    ops.remove(params, opts, mask)
+    assert_aligned(params, opts)
+    assert params["quats"].shape[0] == int((~mask).sum())
+    assert torch.equal(opts["quats"].state[params["quats"]]["exp_avg_sq"], sq[~mask])
+    optimizer_step_runs(params, opts)
+
+
+def test_surgery_on_fresh_optimizer():
+    params, opts, _, _ = setup(step=False)
+    ops.duplicate(params, opts, torch.arange(100) < 10)
+    ops.split(params, opts, torch.arange(110) < 5)
+    assert params["means"].shape[0] == 115 and not opts["means"].state
+    optimizer_step_runs(params, opts)
+    assert_aligned(params, opts)
+
+
+def test_split_children():
+    params, opts, _, _ = setup()
+    mask = torch.zeros(100, dtype=torch.bool)
+    mask[10] = True
+    orig = {k: v.detach()[10].clone() for k, v in params.items()}
+    ops.split(params, opts, mask, n=2)
+    assert_aligned(params, opts)
+    assert params["means"].shape[0] == 101
+    assert torch.allclose(params["log_scales"][-2:].exp(), (orig["log_scales"].exp() / 1.6).expand(2, 3))
+    assert torch.equal(params["sh0"][-2:], orig["sh0"].expand(2, 1, 3))
+    assert torch.equal(params["opacity_logits"][-2:], orig["opacity_logits"].expand(2))
+    assert torch.all(opts["means"].state[params["means"]]["exp_avg"][-2:] == 0)
+
+    # Many children of one parent: sample mean at the parent's mean, spread = its covariance.
+    big = {k: torch.nn.Parameter(v[None].repeat(20000, *([1] * v.dim()))) for k, v in orig.items()}
+    ops.split(big, {}, torch.ones(20000, dtype=torch.bool), n=2)
+    offsets = big["means"].detach() - orig["means"]
+    scale = orig["log_scales"].exp()
+    assert offsets.mean(0).abs().max() < 0.05 * scale.max()
+    cov = covariance_3d(orig["log_scales"][None], orig["quats"][None])[0]
+    assert torch.allclose(offsets.T.cov(), cov, atol=0.05 * scale.max() ** 2)
+
+
+def test_reset_opacity():
+    params, opts, _, _ = setup()
+    ops.reset_opacity(params, opts, 0.01)
+    assert torch.sigmoid(params["opacity_logits"]).max() <= 0.01 + 1e-6
+    st = opts["opacity_logits"].state[params["opacity_logits"]]
+    assert torch.all(st["exp_avg"] == 0) and torch.all(st["exp_avg_sq"] == 0)
+    assert_aligned(params, opts)
+
+
+def test_relocation_formula():
+    o = torch.tensor([0.3, 0.9, 0.05, 0.99])
+    for copies in (1, 2, 5, 20):
+        new_o, factor = ops.relocation_adjustment(o, torch.full((4,), copies))
+        assert torch.allclose(1 - (1 - new_o) ** copies, o, atol=1e-5)  # same peak alpha
+        # Same integrated alpha along a line: stack `copies` Gaussians of scale factor * s.
+        x = torch.linspace(-12, 12, 4001, dtype=torch.float64)
+        orig = (o[:, None].double() * torch.exp(-x**2 / 2)).sum(1)
+        g = torch.exp(-x**2 / (2 * factor[:, None].double() ** 2))
+        stacked = (1 - (1 - new_o[:, None].double() * g) ** copies).sum(1)
+        assert torch.allclose(stacked, orig, rtol=1e-4)
+        if copies == 1:
+            assert torch.allclose(factor, torch.ones(4)) and torch.allclose(new_o, o)
+
+
+# --- DefaultStrategy ----------------------------------------------------------------------------
+
+def test_default_accumulates_ndc_gradient():
+    params, opts, out, cam = setup(step=False)
+    s = DefaultStrategy()
+    state = s.initial_state()
+    s.step_post_backward(params, opts, state, 1, out, cam.width, cam.height)
+    vis = out.radii > 0
+    expected = (out.means2d.grad * torch.tensor([cam.width / 2, cam.height / 2])).norm(dim=-1)
+    assert torch.allclose(state["grad2d"][vis], expected[vis])
+    assert torch.equal(state["count"], vis.float())
+    assert torch.equal(state["max_radii"], out.radii.float())
+
+
+def test_default_refine_clone_split_prune():
+    params, opts, _, _ = setup()
+    s = DefaultStrategy(scene_extent=1.0)
+    n = 100
+    with torch.no_grad():
+        params["log_scales"][:] = math.log(0.05)   # large: split when high gradient
+        params["log_scales"][:10] = math.log(0.002)  # small: clone when high gradient
+        params["opacity_logits"][:] = 2.0
+        params["opacity_logits"][90:] = torch.logit(torch.tensor(0.001))  # pruned
+    state = s.initial_state()
+    state.update(grad2d=torch.zeros(n), count=torch.ones(n) * 2, max_radii=torch.full((n,), 50.0))
+    state["grad2d"][:5] = 0.001    # small, high gradient: cloned
+    state["grad2d"][10:14] = 0.001  # large, high gradient: split
+    state["grad2d"][5:10] = 0.0003  # mean 0.00015 < threshold: untouched
+    small_means = params["means"].detach()[:5].clone()
+    s.step_post_backward(params, opts, state, 600, no_visible_grad(n), 40, 32)
+    # 100 + 5 clones - 4 split parents + 8 children - 10 faint; radius pruning not active yet
+    assert params["means"].shape[0] == 99 and (state["n_cloned"], state["n_split"], state["n_pruned"]) == (5, 4, 10)
+    assert_aligned(params, opts)
+    for key in ("grad2d", "count", "max_radii"):
+        assert state[key].shape == (99,) and torch.all(state[key] == 0)
+    means = params["means"].detach()
+    assert (torch.all(means[:, None] == small_means[None], dim=2).sum(0) == 2).all()  # original + clone
+    children = params["log_scales"].detach()[-8:].exp()
+    assert torch.allclose(children, torch.full_like(children, 0.05 / 1.6))
+    optimizer_step_runs(params, opts)
+
+
+def test_default_prunes_big_after_first_reset_and_resets_opacity():
+    params, opts, _, _ = setup()
+    s = DefaultStrategy(scene_extent=1.0).scaled(3000)  # refine every 10, reset every 300
+    n = 100
+    with torch.no_grad():
+        params["log_scales"][:] = math.log(0.005)
+        params["log_scales"][:3] = math.log(0.5)  # world-size prune (> 0.1 extent)
+        params["opacity_logits"][:] = 2.0
+    state = s.initial_state()
+    state.update(grad2d=torch.zeros(n), count=torch.zeros(n), max_radii=torch.full((n,), 5.0))
+    state["max_radii"][3:7] = 25.0  # screen-size prune (> 20 px)
+    s.step_post_backward(params, opts, state, 600, no_visible_grad(n), 40, 32)  # refine + reset
+    assert params["means"].shape[0] == 93 and state["grad2d"].shape == (93,)
+    assert torch.sigmoid(params["opacity_logits"]).max() <= 0.01 + 1e-6
+    assert_aligned(params, opts)
+
+
+def test_default_outside_schedule_does_nothing_but_accumulate():
+    params, opts, out, cam = setup()
+    s = DefaultStrategy()
+    state = s.initial_state()
+    s.step_post_backward(params, opts, state, 450, out, cam.width, cam.height)  # before start
+    assert params["means"].shape[0] == 100 and state["count"].sum() > 0
+    state2 = s.initial_state()
+    s.step_post_backward(params, opts, state2, 15000, out, cam.width, cam.height)  # after stop
+    assert state2["grad2d"].numel() == 0
+
+
+# --- MCMCStrategy -------------------------------------------------------------------------------
+
+def test_mcmc_relocates_dead():
+    params, opts, _, _ = setup()
+    s = MCMCStrategy(cap_max=100)
+    dead = torch.zeros(100, dtype=torch.bool)
+    dead[::10] = True
+    with torch.no_grad():
+        params["opacity_logits"][:] = torch.logit(torch.rand(100) * 0.8 + 0.1)
+        params["opacity_logits"][dead] = -10.0
+    state = s.initial_state()
+    s.refine(params, opts, state)
+    assert params["means"].shape[0] == 100 and state["n_relocated"] == 10 and state["n_added"] == 0
+    assert torch.sigmoid(params["opacity_logits"][dead]).min() >= s.min_opacity * 0.999
+    # Each relocated Gaussian sits exactly on a live one (the source it copies).
+    means = params["means"].detach()
+    for i in dead.nonzero().squeeze(1):
+        same = torch.all(means == means[i], dim=1)
+        assert (same & ~dead).any()
+    st = opts["means"].state[params["means"]]["exp_avg"]
+    assert torch.all(st[dead] == 0)
+    assert_aligned(params, opts)
+    optimizer_step_runs(params, opts)
+
+
+@pytest.mark.parametrize("cap, expected", [(1000, 105), (102, 102), (100, 100), (50, 100)])
+def test_mcmc_growth_and_cap(cap, expected):
+    params, opts, _, _ = setup()
+    s = MCMCStrategy(cap_max=cap, noise_lr=0.0)
+    state = s.initial_state()
+    s.step_post_backward(params, opts, state, 600, None, 40, 32)
+    assert params["means"].shape[0] == expected and state["n_added"] == expected - 100
+    assert_aligned(params, opts)
+    s.step_post_backward(params, opts, state, 650, None, 40, 32)  # not a refine step
+    assert params["means"].shape[0] == expected
+
+
+def test_mcmc_noise_moves_faint_gaussians():
+    params, opts, _, _ = setup()
+    with torch.no_grad():
+        params["log_scales"][:] = math.log(0.05)
+        params["opacity_logits"][:50] = torch.logit(torch.tensor(0.001))
+        params["opacity_logits"][50:] = torch.logit(torch.tensor(0.9))
+    before = params["means"].detach().clone()
+    s = MCMCStrategy()
+    s.step_post_backward(params, opts, s.initial_state(), 10, None, 40, 32, lr=1.6e-4)
+    moved = (params["means"].detach() - before).norm(dim=1)
+    assert moved[:50].mean() > 1e-3 and moved[50:].max() < 1e-6 * moved[:50].mean() + 1e-12
+    assert params["means"].shape[0] == 100  # step 10: no refinement
+
+
+# --- schedules, factory, state --------------------------------------------------------------------
+
+def test_scaled_schedules():
+    s = DefaultStrategy(scene_extent=3.0).scaled(3000)
+    assert (s.refine_every, s.refine_start, s.refine_stop, s.reset_every) == (10, 50, 1500, 300)
+    assert s.scene_extent == 3.0 and s.grad_threshold == 0.0002
+    m = MCMCStrategy().scaled(3000)
+    assert (m.refine_every, m.refine_start, m.refine_stop) == (10, 50, 2500)
+    tiny = DefaultStrategy().scaled(10)
+    assert tiny.refine_every >= 1 and tiny.reset_every >= 1
+    assert isinstance(NoStrategy().scaled(5), NoStrategy)
+
+
+def test_make_strategy():
+    assert isinstance(make_strategy("default", scene_extent=2.0), DefaultStrategy)
+    assert make_strategy("mcmc", cap_max=10, scene_extent=2.0).cap_max == 10
+    assert isinstance(make_strategy("none", scene_extent=2.0), Strategy)
+    with pytest.raises(ValueError, match="default, mcmc, none"):
+        make_strategy("bogus")
+    with pytest.raises(ValueError, match="no field"):
+        make_strategy("mcmc", grad_threshold=1.0)
+
+
+def test_no_strategy_is_inert():
+    params, opts, out, cam = setup()
+    s = NoStrategy()
+    state = s.initial_state()
+    before = params["means"]
+    s.step_pre_backward(params, opts, state, 600, out)
+    s.step_post_backward(params, opts, state, 600, out, cam.width, cam.height)
+    assert params["means"] is before
+
+
+def test_state_round_trips(tmp_path):
+    params, opts, out, cam = setup()
+    for s in (DefaultStrategy(), MCMCStrategy(), NoStrategy()):
+        state = s.initial_state()
+        s.step_post_backward(params, opts, state, 1, out, cam.width, cam.height, lr=1e-5)
+        torch.save(state, tmp_path / "s.pt")
+        loaded = torch.load(tmp_path / "s.pt", weights_only=True)
+        assert loaded.keys() == state.keys()
+        for k, v in state.items():
+            assert torch.equal(loaded[k], v) if torch.is_tensor(v) else loaded[k] == v

@@ -1,0 +1,66 @@
+"""Every config composes and validates; bad configs fail before any work, naming the key."""
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from gsexp.config import ConfigError, validate
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+OmegaConf.register_new_resolver("gsexp_run_name", lambda s: s or "default", replace=True)
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def data_paths(shared: Path, tmp: Path) -> dict:
+    (tmp / "transforms.json").write_text("{}")
+    return {"blender": shared / "data/nerf_synthetic/lego", "llff": shared / "data/llff/fern",
+            "colmap": shared / "data/colmap/beer", "transforms": tmp}
+
+
+def compose_train(overrides):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("train", overrides=overrides)
+
+
+@pytest.mark.parametrize("group", ["data", "model", "rasterizer", "strategy", "compress", "logger", "paths"])
+def test_every_option_of_every_group_composes(group, shared, tmp_path):
+    paths = data_paths(shared, tmp_path)
+    for option in options(group):
+        overrides = [f"{group}={option}"]
+        if group == "data" and option in paths:
+            overrides.append(f"data.path={paths[option]}")
+        cfg = validate(compose_train(overrides))
+        assert cfg.iterations > 0
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_every_experiment_composes(experiment, shared, monkeypatch):
+    monkeypatch.chdir(CONF.parent)  # experiment files name data relative to the repo root
+    cfg = validate(compose_train([f"experiment={experiment}"]))
+    assert cfg.iterations > 0
+
+
+@pytest.mark.parametrize("overrides,key", [
+    (["iterations=-5"], "iterations"),
+    (["iterations=abc"], "iterations"),
+    (["rasterizer.blend=fast"], "rasterizer.blend"),
+    (["rasterizer.precision=fp16"], "rasterizer.precision"),
+    (["data=blender", "data.path=/no/such/scene"], "data.path"),
+    (["data=blender"], "data.path"),
+    (["ssim_lambda=2"], "ssim_lambda"),
+    (["+data.pathh=1"], "data.pathh"),
+])
+def test_bad_configs_name_the_key(overrides, key):
+    with pytest.raises(ConfigError, match=f"'{key}'"):
+        validate(compose_train(overrides))
+
+
+def test_misspelled_key_and_option_fail_at_composition():
+    with pytest.raises(Exception, match="iteraions"):
+        compose_train(["iteraions=5"])
+    with pytest.raises(Exception, match="blendr"):
+        compose_train(["data=blendr"])

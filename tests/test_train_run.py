@@ -1,0 +1,116 @@
+"""train.py end to end on the tiny synthetic scene: multirun, failures, kill and resume."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ["data.options.width=32", "data.options.height=32", "data.options.num_views=8",
+        "data.options.num_gaussians=300", "data.options.num_points=200", "logger=none",
+        "eval_lpips=false", "model.sh_degree=1", "strategy=none"]
+
+
+def run_train(args, root: Path, check=True, **kw):
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run([sys.executable, "train.py", f"paths.root={root}", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def summaries(root: Path):
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted(root.rglob("summary.json"))}
+
+
+def test_single_run_writes_the_run_dir(tmp_path):
+    proc = run_train([*TINY, "iterations=20", "eval_every=10", "checkpoint_every=10"], tmp_path)
+    assert "test PSNR" in proc.stdout
+    (run,) = summaries(tmp_path).items()
+    name, summary = run
+    run_dir = next(tmp_path.rglob("summary.json")).parent
+    for key in ("psnr", "ssim", "lpips", "num_gaussians", "iterations", "train_seconds", "size_mb",
+                "stage_ms", "overrides", "status"):
+        assert key in summary, key
+    assert summary["status"] == "ok" and summary["iterations"] == 20 and summary["psnr"] > 5
+    assert set(summary["stage_ms"]) == {"preprocess", "duplicate", "sort", "blend"}
+    assert (run_dir / "point_cloud.ply").is_file() and (run_dir / "metrics.jsonl").is_file()
+    assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.pt")) == ["step_000010.pt", "step_000020.pt"]
+    assert list((run_dir / "renders").glob("test_*.png"))
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert any("train/loss" in x for x in lines) and any("eval/psnr" in x for x in lines)
+
+
+def test_multirun_two_values_and_a_failing_job(tmp_path):
+    # three jobs: two train, one points at a missing scene and must fail without stopping the others
+    run_train(["-m", *TINY, "iterations=10", "seed=1,2"], tmp_path / "ok")
+    got = summaries(tmp_path / "ok")
+    assert len(got) == 2 and all(s["status"] == "ok" for s in got.values())
+    run_train(["-m", *TINY, "iterations=10", "data=synthetic,blender", "data.path=/no/such/scene"],
+              tmp_path / "mixed")
+    got = list(summaries(tmp_path / "mixed").values())
+    assert sorted(s["status"] for s in got) == ["failed", "ok"]
+    failed = next(s for s in got if s["status"] == "failed")
+    assert "data.path" in failed["error"] and "/no/such/scene" in failed["error"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["iterations=-3"], "iterations"),
+    (["data=blender", "data.path=/no/such/scene"], "/no/such/scene"),
+    (["rasterizer.blend=fast"], "rasterizer.blend"),
+    (["iteraions=5"], "iteraions"),
+])
+def test_bad_config_fails_fast(tmp_path, args, needle):
+    start = time.perf_counter()
+    proc = run_train([*TINY, *args], tmp_path, check=False)
+    assert proc.returncode != 0
+    assert needle in proc.stdout + proc.stderr
+    assert time.perf_counter() - start < 60
+    assert not list(tmp_path.rglob("*.pt"))
+
+
+def test_kill_and_resume_matches_an_uninterrupted_run(tmp_path):
+    # Kerbl's densification, in 30k-step units scaled to 60 steps: refine every 5 steps from 12 to 55
+    args = [*TINY, "iterations=60", "checkpoint_every=10", "eval_every=0", "strategy=default",
+            "strategy.options.refine_start=6000", "strategy.options.refine_every=2500",
+            "strategy.options.refine_stop=27500", "strategy.options.reset_every=30000"]
+    full = run_train(args, tmp_path / "full")
+    full_ckpt = torch.load(sorted((tmp_path / "full").rglob("step_000060.pt"))[0], weights_only=True)
+
+    # a run killed once its step-30 checkpoint exists (the later one may be half written)
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    proc = subprocess.Popen([sys.executable, "train.py", f"paths.root={tmp_path / 'cut'}", *args], cwd=REPO,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and not list((tmp_path / "cut").rglob("step_000030.pt")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    ckpts = sorted((tmp_path / "cut").rglob("step_*.pt"))
+    assert ckpts, "no checkpoint before the kill"
+    for c in ckpts:  # every file under a final name is complete
+        torch.load(c, weights_only=True)
+    at_cut = len(torch.load(ckpts[-1], weights_only=True)["params"]["means"])
+
+    run_train([*args, "resume=auto"], tmp_path / "cut")
+    resumed = torch.load(sorted((tmp_path / "cut").rglob("step_000060.pt"))[0], weights_only=True)
+    assert resumed["step"] == 60
+    assert len(resumed["params"]["means"]) != at_cut  # densification ran after the cut
+    assert len(resumed["params"]["means"]) == len(full_ckpt["params"]["means"])
+    assert torch.equal(resumed["params"]["means"], full_ckpt["params"]["means"])
+    assert full.returncode == 0
+
+
+def test_rerun_without_resume_keeps_the_earlier_run(tmp_path):
+    run_train([*TINY, "iterations=10"], tmp_path)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.suffix in (".pt", ".ply")}
+    proc = run_train([*TINY, "iterations=10"], tmp_path, check=False)
+    assert proc.returncode != 0 and "resume=auto" in proc.stderr + proc.stdout
+    assert all(p.read_bytes() == b for p, b in before.items())
+    assert json.loads(next(tmp_path.rglob("summary.json")).read_text())["status"] == "ok"

@@ -1,0 +1,68 @@
+"""Train a 3DGS scene: python train.py [group=option ...] [key=value ...] [-m for sweeps].
+
+The recipe lives in gsexp/train/recipe.py; this file wires Hydra, validation, tracking and
+the failure policy: a failed job writes summary.json with status 'failed' and the error;
+inside a multirun the other jobs go on, a single run exits non-zero.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from gsexp.config import ConfigError, validate
+from gsexp.track import make_logger, run_name_from_overrides, tags_from_choices
+from gsexp.track.local import LocalLogger
+
+OmegaConf.register_new_resolver("gsexp_run_name", lambda s: run_name_from_overrides(s.split(",") if s else []),
+                                replace=True)
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="train")
+def main(cfg: DictConfig):
+    hc = HydraConfig.get()
+    run_dir = Path(hc.runtime.output_dir)
+    overrides = list(hc.overrides.task)
+    try:
+        cfg = validate(cfg)
+        from gsexp.train.recipe import train  # heavy imports after the config is known good
+
+        with make_logger(cfg.logger.kind, run_dir, project=cfg.logger.project, mode=cfg.logger.mode,
+                         group=hc.job.name if hc.mode != RunMode.MULTIRUN else Path(hc.sweep.dir).name,
+                         name=run_name_from_overrides(overrides), tags=tags_from_choices(dict(hc.runtime.choices)),
+                         config=OmegaConf.to_container(cfg, resolve=True)) as logger:
+            summary = train(cfg, run_dir, logger, overrides)
+            logger.summary(summary)
+        print(f"[gsexp] {run_dir}: test PSNR {summary['psnr']:.2f} dB, SSIM {summary['ssim']:.4f}, "
+              f"LPIPS {summary['lpips'] if summary['lpips'] is None else round(summary['lpips'], 4)}, "
+              f"{summary['num_gaussians']} Gaussians, {summary['train_seconds']:.0f} s")
+        return summary["psnr"]
+    except Exception as err:  # the run is recorded as failed; nothing already written is touched
+        record_failure(run_dir, err, overrides)
+        if not isinstance(err, (ConfigError, FileNotFoundError)):  # a bug, not bad input: show where
+            traceback.print_exc()
+        print(f"[gsexp] {run_dir}: FAILED: {type(err).__name__}: {err}", file=sys.stderr)
+        if hc.mode == RunMode.MULTIRUN:
+            return None
+        raise SystemExit(1) from err
+
+
+def record_failure(run_dir: Path, err: Exception, overrides: list[str]):
+    """summary.json with status 'failed' — unless it already holds a finished run's results,
+    which a failed re-run must not overwrite (then failure.json beside it)."""
+    failure = {"status": "failed", "error": f"{type(err).__name__}: {err}", "overrides": overrides}
+    previous = run_dir / "summary.json"
+    if previous.is_file() and '"status": "ok"' in previous.read_text():
+        run_dir.joinpath("failure.json").write_text(json.dumps(failure, indent=1))
+    else:
+        LocalLogger(run_dir).summary(failure)
+
+
+if __name__ == "__main__":
+    main()
