@@ -18,11 +18,35 @@ TINY = ["data.options.width=32", "data.options.height=32", "data.options.num_vie
 
 def run_train(args, root: Path, check=True, **kw):
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.run([sys.executable, "train.py", f"paths.root={root}", *args], cwd=REPO, env=env,
+    flags = [a for a in args if a.startswith("-")]  # Hydra wants -m before the overrides
+    args = [a for a in args if not a.startswith("-")]
+    proc = subprocess.run([sys.executable, "train.py", *flags, f"paths.root={root}", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600, **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
+
+
+def write_transforms_scene(folder: Path) -> Path:
+    """A tiny instant-ngp style scene: 8 views of the synthetic ground truth at 24x24."""
+    from torchvision.utils import save_image
+
+    from gsexp.scene import load_scene
+
+    scene = load_scene("synthetic", num_gaussians=300, num_views=8, width=24, height=24, num_points=0)
+    frames = []
+    (folder / "images").mkdir(parents=True)
+    for i, (cam, img) in enumerate(zip(scene.train_cameras + scene.test_cameras,
+                                       scene.train_images + scene.test_images)):
+        save_image(img, folder / "images" / f"{i:02d}.png")
+        c2w = torch.linalg.inv(cam.world_to_camera)
+        c2w[:3, 1:3] *= -1  # OpenCV -> OpenGL axes
+        frames.append({"file_path": f"images/{i:02d}.png", "transform_matrix": c2w.tolist()})
+    cam = scene.train_cameras[0]
+    (folder / "transforms.json").write_text(json.dumps(
+        {"fl_x": cam.fx, "fl_y": cam.fy, "cx": cam.cx, "cy": cam.cy, "w": cam.width, "h": cam.height,
+         "frames": frames}))
+    return folder
 
 
 def summaries(root: Path):
@@ -52,8 +76,9 @@ def test_multirun_two_values_and_a_failing_job(tmp_path):
     run_train(["-m", *TINY, "iterations=10", "seed=1,2"], tmp_path / "ok")
     got = summaries(tmp_path / "ok")
     assert len(got) == 2 and all(s["status"] == "ok" for s in got.values())
-    run_train(["-m", *TINY, "iterations=10", "data=synthetic,blender", "data.path=/no/such/scene"],
-              tmp_path / "mixed")
+    scene = write_transforms_scene(tmp_path / "scene")
+    run_train(["-m", "data=transforms", f"data.path={scene},/no/such/scene", "logger=none", "eval_lpips=false",
+               "strategy=none", "iterations=10", "model.num_random=300", "model.sh_degree=0"], tmp_path / "mixed")
     got = list(summaries(tmp_path / "mixed").values())
     assert sorted(s["status"] for s in got) == ["failed", "ok"]
     failed = next(s for s in got if s["status"] == "failed")
@@ -68,7 +93,7 @@ def test_multirun_two_values_and_a_failing_job(tmp_path):
 ])
 def test_bad_config_fails_fast(tmp_path, args, needle):
     start = time.perf_counter()
-    proc = run_train([*TINY, *args], tmp_path, check=False)
+    proc = run_train([*args, "logger=none"], tmp_path, check=False)
     assert proc.returncode != 0
     assert needle in proc.stdout + proc.stderr
     assert time.perf_counter() - start < 60
