@@ -34,7 +34,7 @@ def main(cfg: DictConfig):
         from gsexp.train.recipe import train  # heavy imports after the config is known good
 
         with make_logger(cfg.logger.kind, run_dir, project=cfg.logger.project, mode=cfg.logger.mode,
-                         group=hc.job.name if hc.mode != RunMode.MULTIRUN else Path(hc.sweep.dir).name,
+                         group=run_group(hc),
                          name=run_name_from_overrides(overrides), tags=tags_from_choices(dict(hc.runtime.choices)),
                          config=OmegaConf.to_container(cfg, resolve=True)) as logger:
             summary = train(cfg, run_dir, logger, overrides)
@@ -51,6 +51,13 @@ def main(cfg: DictConfig):
         if hc.mode == RunMode.MULTIRUN:
             return None
         raise SystemExit(1) from err
+
+
+def run_group(hc) -> str:
+    """The dashboard group: the sweep for a multirun, else the experiment overlay (or 'train')."""
+    if hc.mode == RunMode.MULTIRUN:
+        return f"sweep-{Path(hc.sweep.dir).name}"
+    return hc.runtime.choices.get("experiment") or hc.job.name
 
 
 def record_failure(run_dir: Path, err: Exception, overrides: list[str]):
