@@ -105,8 +105,6 @@ def test_means2d_gradient_is_screen_space():
 
 def test_empty_and_behind_camera():
     g, cam = random_scene(10, n=5)
-    with torch.no_grad():
-        g.means += torch.tensor([0.0, 0.0, 0.0])
     far = g.map(lambda t: t.clone())
     far.means[:] = cam.center + 100.0 * (cam.center / cam.center.norm())  # all behind the camera
     out = render(far, cam, background=(0.25, 0.5, 0.75))

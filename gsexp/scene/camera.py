@@ -118,7 +118,7 @@ def camera_extent(cameras: list[Camera]) -> float:
     """3DGS `cameras_extent`: 1.1 x max distance of a camera centre from the mean centre."""
     centers = torch.stack([c.center for c in cameras])
     radius = (centers - centers.mean(0)).norm(dim=1).max().item()
-    return 1.1 * max(radius, 1e-6) if radius > 0 else 1.0
+    return 1.1 * radius if radius > 0 else 1.0  # one camera: no spread to measure
 
 
 def framing_camera(points: torch.Tensor, width: int, height: int, *, view_dir=(0.0, 0.0, 1.0),

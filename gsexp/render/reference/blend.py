@@ -149,8 +149,6 @@ def blend_forward(means2d, conics, opacities, colors, tiles: TileLists, formula:
     trans = torch.ones(num_blocks, BLOCK * BLOCK, dtype=dtype, device=device)
     rgb = torch.zeros(num_pixels, 3, dtype=torch.float64, device=device)
     n_contrib = torch.zeros(num_pixels, dtype=torch.long, device=device)
-    rgb_block = torch.zeros(num_blocks, BLOCK * BLOCK, 3, dtype=torch.float64, device=device)
-    n_block = torch.zeros(num_blocks, BLOCK * BLOCK, dtype=torch.long, device=device)
     colors = colors.double()
     tile_start = tiles.tile_ranges[:, 0].contiguous()
     rounds = []
@@ -176,10 +174,11 @@ def blend_forward(means2d, conics, opacities, colors, tiles: TileLists, formula:
             weight = torch.where(live, alpha * t_before, 0.0)
             flat = pair.reshape(-1)
             row_colors = colors.index_select(0, tiles.gauss_ids.index_select(0, flat)).reshape(*pair.shape, 3)
-            rgb_block[active] += torch.bmm(weight.transpose(1, 2).double(), row_colors)
+            ids = pixel_id[active].reshape(-1)
+            rgb.index_add_(0, ids, torch.bmm(weight.transpose(1, 2).double(), row_colors).reshape(-1, 3))
             rank = flat - tile_start.index_select(0, tiles.tile_ids.index_select(0, flat)) + 1
             rank = rank.reshape(pair.shape)
-            n_block[active] = torch.maximum(n_block[active], (live * rank[..., None]).amax(1))
+            n_contrib.scatter_reduce_(0, ids, (live * rank[..., None]).amax(1).reshape(-1), reduce="amax")
             trans[active] = torch.minimum(trans[active], torch.where(live, t_after, 1.0).amin(1))
         done[active] |= t_after[:, -1] < T_MIN
         first += ROUND
@@ -189,9 +188,6 @@ def blend_forward(means2d, conics, opacities, colors, tiles: TileLists, formula:
         e.behind = (rgb[e.pixel] - e.behind).to(dtype)
     final_t = torch.ones(num_pixels, dtype=dtype, device=device)
     final_t[pixel_id.reshape(-1)] = trans.reshape(-1)
-    if not keep_entries:
-        rgb[pixel_id.reshape(-1)] = rgb_block.reshape(-1, 3)
-        n_contrib[pixel_id.reshape(-1)] = n_block.reshape(-1)
     return rgb, final_t, n_contrib, rounds
 
 
