@@ -15,7 +15,7 @@ DATA_KINDS = ("blender", "transforms", "llff", "colmap", "synthetic")
 STRATEGIES = ("default", "mcmc", "none")
 COMPRESSIONS = ("none",)
 LOGGERS = ("wandb", "none")
-BACKENDS = ("torch",)
+BACKENDS = ("torch", "cuda")
 
 
 @dataclass
@@ -45,6 +45,7 @@ class RasterizerConfig:
     precision: str = "fp32"
     g2l: bool = True
     early_cull: bool = True
+    timing: bool = False  # per-stage CUDA-event timing (logged as stage_ms/*); costs a sync per step
 
 
 @dataclass
@@ -85,7 +86,7 @@ class TrainConfig:
     eval_every: int = 1000
     checkpoint_every: int = 1000
     log_every: int = 10
-    device: str = "cpu"
+    device: str = "auto"
     random_background: bool = False
     sh_degree_interval: int = 1000
     ssim_lambda: float = 0.2
@@ -135,6 +136,8 @@ def validate(cfg: DictConfig) -> DictConfig:
     choice("rasterizer.precision", PRECISIONS)
     need(merged.rasterizer.blend != "vanilla" or merged.rasterizer.precision == "fp32", "rasterizer.precision",
          "vanilla blends in fp32; reduced precision applies to rasterizer.blend=gemm or tcgs")
+    need(merged.rasterizer.backend != "cuda" or merged.device != "cpu", "device",
+         "rasterizer.backend=cuda runs on a GPU; set device=cuda (or auto), or use rasterizer=torch on the CPU")
     choice("strategy.name", STRATEGIES)
     choice("compress.name", COMPRESSIONS)
     choice("logger.kind", LOGGERS)

@@ -182,7 +182,7 @@ def test_default_refine_clone_split_prune():
 
 def test_default_prunes_big_after_first_reset_and_resets_opacity():
     params, opts, _, _ = setup()
-    s = DefaultStrategy(scene_extent=1.0).scaled(3000)  # refine every 10, reset every 300
+    s = DefaultStrategy(scene_extent=1.0, prune_screen_px=20.0).scaled(3000)  # refine every 10, reset every 300
     n = 100
     with torch.no_grad():
         params["log_scales"][:] = math.log(0.005)
@@ -195,6 +195,19 @@ def test_default_prunes_big_after_first_reset_and_resets_opacity():
     assert params["means"].shape[0] == 93 and state["grad2d"].shape == (93,)
     assert torch.sigmoid(params["opacity_logits"]).max() <= 0.01 + 1e-6
     assert_aligned(params, opts)
+
+
+def test_default_screen_size_prune_is_off_by_default():
+    params, opts, _, _ = setup()
+    s = DefaultStrategy(scene_extent=1.0).scaled(3000)
+    n = 100
+    with torch.no_grad():
+        params["log_scales"][:] = math.log(0.005)
+        params["opacity_logits"][:] = 2.0
+    state = s.initial_state()
+    state.update(grad2d=torch.zeros(n), count=torch.zeros(n), max_radii=torch.full((n,), 500.0))
+    s.step_post_backward(params, opts, state, 600, no_visible_grad(n), 40, 32)
+    assert params["means"].shape[0] == n
 
 
 def test_default_outside_schedule_does_nothing_but_accumulate():

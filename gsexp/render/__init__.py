@@ -7,7 +7,7 @@ import torch
 
 from gsexp.render import reference
 
-BACKENDS = ("torch",)
+BACKENDS = ("torch", "cuda")
 
 
 @dataclass
@@ -27,7 +27,7 @@ class RenderOutput:
 
 def render(gaussians, camera, *, backend: str = "torch", blend: str = "vanilla",
            precision: str = "fp32", g2l: bool = True, early_cull: bool = True,
-           background=(0.0, 0.0, 0.0), sh_degree: int | None = None) -> RenderOutput:
+           background=(0.0, 0.0, 0.0), sh_degree: int | None = None, timing: bool = False) -> RenderOutput:
     """Render `gaussians` from `camera`.
 
     blend: vanilla | gemm (GEMM-GS) | tcgs (TC-GS); precision: fp32 | tf32 | fp16 operands
@@ -39,6 +39,13 @@ def render(gaussians, camera, *, backend: str = "torch", blend: str = "vanilla",
     bg = torch.as_tensor(background, dtype=torch.float32, device=gaussians.means.device)
     if bg.shape != (3,):
         raise ValueError(f"render: background must be 3 values (r, g, b), got shape {tuple(bg.shape)}")
+    if backend == "cuda":
+        from gsexp.render import cuda
+
+        image, alpha, n_contrib, radii, means2d, depths, stage_ms = cuda.rasterize(
+            gaussians, camera, blend=blend, precision=precision, background=bg, sh_degree=sh_degree,
+            timing=timing)
+        return RenderOutput(image, alpha, n_contrib, radii, means2d, depths, stage_ms)
     camera = camera.to(gaussians.means.device)
     image, alpha, n_contrib, proj, stage_ms = reference.rasterize(
         gaussians, camera, blend_name=blend, precision=precision, g2l=g2l,

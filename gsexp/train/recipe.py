@@ -26,11 +26,14 @@ from gsexp.train.params import make_optimizers, make_params, means_lr, to_gaussi
 from gsexp.train.strategy import make_strategy
 
 
-def pick_device(name: str) -> torch.device:
+def pick_device(name: str, backend: str = "torch") -> torch.device:
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise ValueError("config key 'device': cuda requested but no CUDA device is available; use device=cpu")
+    if backend == "cuda" and name != "cuda":
+        raise ValueError(f"config key 'rasterizer.backend': the CUDA rasterizer needs a GPU and the run is on "
+                         f"{name}; use rasterizer=torch on the CPU")
     return torch.device(name)
 
 
@@ -89,7 +92,8 @@ def evaluate(cfg, params, sh_degree, scene, device, logger, step, run_dir: Path,
     per_view = []
     with torch.no_grad():
         for i, (cam, ref) in enumerate(zip(scene.test_cameras, scene.test_images)):
-            img = render(g, cam.to(device), background=bg, **rasterizer_args(cfg)).image.clamp(0, 1).cpu()
+            img = render(g, cam, background=bg, **rasterizer_args(cfg)).image.clamp(0, 1)
+            ref = ref.to(device)  # metrics where the render is (LPIPS on a CPU dominates a GPU eval)
             row = {"view": cam.name or str(i), "psnr": metrics.psnr(img, ref).item(),
                    "ssim": metrics.ssim(img, ref).item(),
                    "lpips": metrics.lpips(img, ref, net=cfg.lpips_net).item() if with_lpips else None}
@@ -107,19 +111,20 @@ def evaluate(cfg, params, sh_degree, scene, device, logger, step, run_dir: Path,
 
 def rasterizer_args(cfg) -> dict:
     r = cfg.rasterizer
-    return dict(backend=r.backend, blend=r.blend, precision=r.precision, g2l=r.g2l, early_cull=r.early_cull)
+    return dict(backend=r.backend, blend=r.blend, precision=r.precision, g2l=r.g2l, early_cull=r.early_cull,
+                timing=r.timing)
 
 
 def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
     """Train as `cfg` says, writing checkpoints, renders, point_cloud.ply into run_dir.
     Returns the summary (also written to summary.json by the caller's logger)."""
-    device = pick_device(cfg.device)
+    device = pick_device(cfg.device, cfg.rasterizer.backend)
     seed_everything(cfg.seed)
     (run_dir / "renders").mkdir(parents=True, exist_ok=True)
     scene = load_data(cfg)
     with_lpips = lpips_available(cfg)
     images = [im.to(device) for im in scene.train_images]
-    cameras = [c.to(device) for c in scene.train_cameras]
+    cameras = scene.train_cameras  # render() moves them; the CUDA backend reads them on the host
 
     params = {k: torch.nn.Parameter(v.to(device)) for k, v in make_params(initial_gaussians(cfg, scene)).items()}
     optimizers = make_optimizers(params, scene.extent)

@@ -1,0 +1,25 @@
+// The blend contract: every blend variant (vanilla, gemm_gs, tc_gs) reads the same sorted
+// tile lists and per-Gaussian data and writes the same three outputs, so the shared
+// backward is valid whichever variant ran the forward.
+#pragma once
+
+#include <cstdint>
+#include <cuda_runtime.h>
+
+struct BlendArgs {
+  // read-only inputs
+  const int* ranges;           // [tiles, 2]
+  const int32_t* point_list;   // [pairs] Gaussian ids sorted by (tile, depth)
+  const float* means2d;        // [N,2] fp32 pixel coordinates
+  const float* conic_opacity;  // [N,4]
+  const float* colors;         // [N,3]
+  const float* background;     // [3]
+  const void* packed;          // variant-specific per-Gaussian data from its pack step, or null
+  int width, height, tiles_x, tiles_y;
+  // outputs
+  float* image;    // [3,H,W] with the background composited
+  float* final_T;  // [H,W]
+  int* n_contrib;  // [H,W] list position (1-based) of the last contributor
+};
+
+void launch_blend_vanilla(const BlendArgs& args, cudaStream_t stream);

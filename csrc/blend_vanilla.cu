@@ -1,0 +1,67 @@
+// Stage 4, vanilla: one 16x16 block per tile, one thread per pixel, the tile's depth-sorted
+// list streamed through shared memory in batches of 256 Gaussians (Kerbl et al. 2023).
+#include "blend.h"
+#include "common.cuh"
+#include "config.h"
+
+namespace {
+
+__global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs args) {
+  __shared__ float2 s_xy[BLOCK_PIXELS];
+  __shared__ float4 s_co[BLOCK_PIXELS];
+  __shared__ float s_rgb[BLOCK_PIXELS][3];
+
+  const TilePixel tp = tile_pixel(args.ranges, args.tiles_x, args.width, args.height);
+  const int px = tp.x, py = tp.y;
+  const bool inside = tp.inside;
+  const float fx = (float)px, fy = (float)py;
+  const int2 range = tp.range;
+
+  bool done = !inside;
+  float T = 1.f, C[3] = {0.f, 0.f, 0.f};
+  int last = 0;  // 1-based list position of the last contributor
+  const float2* means2d = reinterpret_cast<const float2*>(args.means2d);
+  const float4* conic_opacity = reinterpret_cast<const float4*>(args.conic_opacity);
+
+  for (int base = range.x; base < range.y; base += BLOCK_PIXELS) {
+    if (__syncthreads_count(done) == BLOCK_PIXELS) break;
+    int k = base + threadIdx.x;
+    if (k < range.y) {
+      int id = args.point_list[k];
+      s_xy[threadIdx.x] = means2d[id];
+      s_co[threadIdx.x] = conic_opacity[id];
+      for (int ch = 0; ch < 3; ++ch) s_rgb[threadIdx.x][ch] = args.colors[3 * id + ch];
+    }
+    __syncthreads();
+    int count = min(BLOCK_PIXELS, range.y - base);
+    for (int j = 0; !done && j < count; ++j) {
+      float dx = s_xy[j].x - fx, dy = s_xy[j].y - fy;
+      float4 co = s_co[j];
+      float power = -0.5f * (co.x * dx * dx + co.z * dy * dy) - co.y * dx * dy;
+      if (power > 0.f) continue;
+      float alpha = fminf(ALPHA_MAX, co.w * __expf(power));
+      if (alpha < ALPHA_MIN) continue;
+      float next_T = T * (1.f - alpha);
+      if (next_T < T_MIN) {
+        done = true;
+        break;
+      }
+      for (int ch = 0; ch < 3; ++ch) C[ch] += s_rgb[j][ch] * alpha * T;
+      T = next_T;
+      last = base + j - range.x + 1;
+    }
+  }
+  if (!inside) return;
+  const int hw = args.height * args.width, pix = py * args.width + px;
+  for (int ch = 0; ch < 3; ++ch) args.image[ch * hw + pix] = C[ch] + T * args.background[ch];
+  args.final_T[pix] = T;
+  args.n_contrib[pix] = last;
+}
+
+}  // namespace
+
+void launch_blend_vanilla(const BlendArgs& args, cudaStream_t stream) {
+  int tiles = args.tiles_x * args.tiles_y;
+  if (tiles == 0) return;
+  blend_vanilla_kernel<<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+}

@@ -1,0 +1,15 @@
+// Rasterizer constants: mirrors gsexp/render/constants.py (tests check the two agree).
+#pragma once
+
+#define GSEXP_TILE_SIZE 16
+#define GSEXP_BLOCK_PIXELS (GSEXP_TILE_SIZE * GSEXP_TILE_SIZE)
+
+constexpr int TILE_SIZE = GSEXP_TILE_SIZE;
+constexpr int BLOCK_PIXELS = GSEXP_BLOCK_PIXELS;
+constexpr float NEAR_PLANE = 0.2f;
+constexpr float COV2D_DILATION = 0.3f;
+constexpr float FOV_CLAMP = 1.3f;
+constexpr float ALPHA_MAX = 0.99f;
+constexpr float ALPHA_MIN = 1.0f / 255.0f;
+constexpr float T_MIN = 1e-4f;
+constexpr int MAX_SH_BASES = 16;  // degree 3

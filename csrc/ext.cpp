@@ -1,0 +1,235 @@
+// One C++ entry point per direction: runs the stages in order on torch's current stream,
+// with every buffer from torch's allocator and one host sync (the number of pairs).
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/extension.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "blend.h"
+#include "kernels.h"
+
+namespace {
+
+using Stages = std::map<std::string, double>;
+
+// CUDA events between stages, only when asked for (reading them costs a sync).
+class StageTimer {
+ public:
+  StageTimer(bool on, cudaStream_t stream) : on_(on), stream_(stream) {
+    if (on_) mark("");
+  }
+  ~StageTimer() {
+    for (auto& e : events_) cudaEventDestroy(e.second);
+  }
+  void mark(const std::string& stage) {
+    if (!on_) return;
+    cudaEvent_t e;
+    C10_CUDA_CHECK(cudaEventCreate(&e));
+    C10_CUDA_CHECK(cudaEventRecord(e, stream_));
+    events_.emplace_back(stage, e);
+  }
+  Stages read() {
+    Stages out;
+    if (!on_) return out;
+    C10_CUDA_CHECK(cudaEventSynchronize(events_.back().second));
+    for (size_t i = 1; i < events_.size(); ++i) {
+      float ms = 0.f;
+      C10_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i - 1].second, events_[i].second));
+      out[events_[i].first] += ms;
+    }
+    return out;
+  }
+
+ private:
+  bool on_;
+  cudaStream_t stream_;
+  std::vector<std::pair<std::string, cudaEvent_t>> events_;
+};
+
+void check_input(const torch::Tensor& t, const char* name, std::vector<int64_t> shape) {
+  TORCH_CHECK(t.is_cuda(), "gsexp cuda rasterizer: ", name, " must be a CUDA tensor");
+  TORCH_CHECK(t.scalar_type() == torch::kFloat32, "gsexp cuda rasterizer: ", name,
+              " must be float32, got ", t.scalar_type());
+  TORCH_CHECK(t.is_contiguous(), "gsexp cuda rasterizer: ", name, " must be contiguous");
+  TORCH_CHECK(t.dim() == (int64_t)shape.size(), "gsexp cuda rasterizer: ", name, " has shape ",
+              t.sizes(), ", expected ", shape.size(), " dimensions");
+  for (size_t i = 0; i < shape.size(); ++i)
+    TORCH_CHECK(shape[i] < 0 || t.size(i) == shape[i], "gsexp cuda rasterizer: ", name,
+                " has shape ", t.sizes(), ", dimension ", i, " should be ", shape[i]);
+}
+
+// camera: 12 view entries (rows of [R | t]), fx, fy, cx, cy, tan_x, tan_y, centre (3), width, height
+Camera make_camera(const std::vector<double>& c) {
+  TORCH_CHECK(c.size() == 23, "gsexp cuda rasterizer: camera needs 23 values, got ", c.size());
+  Camera cam;
+  for (int i = 0; i < 12; ++i) cam.view[i] = (float)c[i];
+  cam.fx = (float)c[12]; cam.fy = (float)c[13]; cam.cx = (float)c[14]; cam.cy = (float)c[15];
+  cam.tan_x = (float)c[16]; cam.tan_y = (float)c[17];
+  for (int i = 0; i < 3; ++i) cam.cam_pos[i] = (float)c[18 + i];
+  cam.width = (int)c[21]; cam.height = (int)c[22];
+  TORCH_CHECK(cam.width > 0 && cam.height > 0, "gsexp cuda rasterizer: image size must be positive, got ",
+              cam.width, "x", cam.height);
+  cam.tiles_x = (cam.width + TILE_SIZE - 1) / TILE_SIZE;
+  cam.tiles_y = (cam.height + TILE_SIZE - 1) / TILE_SIZE;
+  return cam;
+}
+
+int bit_width(int64_t v) {
+  int bits = 0;
+  while (v > 0) { ++bits; v >>= 1; }
+  return bits;
+}
+
+using BlendFn = void (*)(const BlendArgs&, cudaStream_t);
+
+BlendFn find_blend(const std::string& name) {
+  if (name == "vanilla") return launch_blend_vanilla;
+  TORCH_CHECK(false, "gsexp cuda rasterizer: unknown blend '", name, "'; available: vanilla");
+  return nullptr;
+}
+
+}  // namespace
+
+std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
+    torch::Tensor means, torch::Tensor scales, torch::Tensor quats, torch::Tensor opacities,
+    torch::Tensor sh, int64_t degree, std::vector<double> camera, torch::Tensor background,
+    std::string blend, bool timing) {
+  const int64_t n = means.size(0);
+  check_input(means, "means", {n, 3});
+  check_input(scales, "scales", {n, 3});
+  check_input(quats, "quats", {n, 4});
+  check_input(opacities, "opacities", {n});
+  check_input(sh, "sh", {n, -1, 3});
+  check_input(background, "background", {3});
+  const int num_bases = (int)sh.size(1);
+  TORCH_CHECK(degree >= 0 && degree <= 3 && (degree + 1) * (degree + 1) <= num_bases,
+              "gsexp cuda rasterizer: sh_degree ", degree, " needs ", (degree + 1) * (degree + 1),
+              " SH coefficients, the Gaussians have ", num_bases);
+  BlendFn blend_fn = find_blend(blend);
+  const Camera cam = make_camera(camera);
+  const c10::cuda::OptionalCUDAGuard guard(device_of(means));
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  auto f32 = means.options();
+  auto i32 = f32.dtype(torch::kInt32);
+  StageTimer timer(timing, stream);
+
+  auto means2d = torch::zeros({n, 2}, f32);
+  auto conic_opacity = torch::zeros({n, 4}, f32);
+  auto colors = torch::zeros({n, 3}, f32);
+  auto depths = torch::empty({n}, f32);
+  auto radii = torch::empty({n}, i32);
+  auto touched = torch::empty({n}, i32);
+  launch_preprocess((int)n, means.data_ptr<float>(), scales.data_ptr<float>(), quats.data_ptr<float>(),
+                    opacities.data_ptr<float>(), sh.data_ptr<float>(), num_bases, (int)degree, cam,
+                    {means2d.data_ptr<float>(), conic_opacity.data_ptr<float>(), colors.data_ptr<float>(),
+                     depths.data_ptr<float>(), radii.data_ptr<int>(), touched.data_ptr<int>()},
+                    stream);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  timer.mark("preprocess");
+
+  auto offsets = torch::cumsum(touched, 0, torch::kInt64);
+  const int64_t num_pairs = n > 0 ? offsets[n - 1].item<int64_t>() : 0;  // the one host sync
+  TORCH_CHECK(num_pairs < (1LL << 31), "gsexp cuda rasterizer: ", num_pairs,
+              " (tile, Gaussian) pairs exceed the 2^31 limit; render at a lower resolution");
+  auto keys = torch::empty({num_pairs}, f32.dtype(torch::kInt64));
+  auto values = torch::empty({num_pairs}, i32);
+  launch_duplicate((int)n, means2d.data_ptr<float>(), radii.data_ptr<int>(), depths.data_ptr<float>(),
+                   offsets.data_ptr<int64_t>(), cam, reinterpret_cast<uint64_t*>(keys.data_ptr<int64_t>()),
+                   values.data_ptr<int32_t>(), stream);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  timer.mark("duplicate");
+
+  const int num_tiles = cam.tiles_x * cam.tiles_y;
+  const int end_bit = 32 + bit_width(num_tiles);
+  auto sorted_keys = torch::empty_like(keys);
+  auto point_list = torch::empty_like(values);
+  if (num_pairs > 0) {
+    size_t temp_bytes = sort_temp_bytes((int)num_pairs, end_bit);
+    auto temp = torch::empty({(int64_t)temp_bytes}, f32.dtype(torch::kUInt8));
+    sort_pairs(temp.data_ptr(), temp_bytes, reinterpret_cast<uint64_t*>(keys.data_ptr<int64_t>()),
+               reinterpret_cast<uint64_t*>(sorted_keys.data_ptr<int64_t>()), values.data_ptr<int32_t>(),
+               point_list.data_ptr<int32_t>(), (int)num_pairs, end_bit, stream);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  timer.mark("sort");
+
+  auto ranges = torch::zeros({num_tiles, 2}, i32);
+  launch_tile_ranges((int)num_pairs, reinterpret_cast<uint64_t*>(sorted_keys.data_ptr<int64_t>()),
+                     ranges.data_ptr<int>(), stream);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  timer.mark("ranges");
+
+  auto image = torch::empty({3, cam.height, cam.width}, f32);
+  auto final_T = torch::empty({cam.height, cam.width}, f32);
+  auto n_contrib = torch::empty({cam.height, cam.width}, i32);
+  BlendArgs args{ranges.data_ptr<int>(), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
+                 conic_opacity.data_ptr<float>(), colors.data_ptr<float>(), background.data_ptr<float>(),
+                 nullptr, cam.width, cam.height, cam.tiles_x, cam.tiles_y,
+                 image.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>()};
+  blend_fn(args, stream);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  timer.mark("blend");
+
+  return {{image, final_T, n_contrib, means2d, conic_opacity, colors, depths, radii, point_list, ranges},
+          timer.read()};
+}
+
+std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
+    torch::Tensor means, torch::Tensor scales, torch::Tensor quats, torch::Tensor sh, int64_t degree,
+    std::vector<double> camera, torch::Tensor background, torch::Tensor radii, torch::Tensor means2d,
+    torch::Tensor conic_opacity, torch::Tensor colors, torch::Tensor point_list, torch::Tensor ranges,
+    torch::Tensor final_T, torch::Tensor n_contrib, torch::Tensor grad_image, torch::Tensor grad_alpha,
+    bool timing) {
+  const int64_t n = means.size(0);
+  const Camera cam = make_camera(camera);
+  check_input(grad_image, "grad_image", {3, cam.height, cam.width});
+  check_input(grad_alpha, "grad_alpha", {cam.height, cam.width});
+  const c10::cuda::OptionalCUDAGuard guard(device_of(means));
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  auto f32 = means.options();
+  StageTimer timer(timing, stream);
+
+  auto grad_means2d = torch::zeros({n, 2}, f32);
+  auto grad_conic = torch::zeros({n, 3}, f32);
+  auto grad_opacity = torch::zeros({n}, f32);
+  auto grad_colors = torch::zeros({n, 3}, f32);
+  BlendBackwardArgs args{ranges.data_ptr<int>(), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
+                         conic_opacity.data_ptr<float>(), colors.data_ptr<float>(),
+                         background.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>(),
+                         grad_image.data_ptr<float>(), grad_alpha.data_ptr<float>(),
+                         grad_means2d.data_ptr<float>(), grad_conic.data_ptr<float>(),
+                         grad_opacity.data_ptr<float>(), grad_colors.data_ptr<float>(), cam.width,
+                         cam.height, cam.tiles_x, cam.tiles_y};
+  launch_blend_backward(args, stream);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+
+  auto grad_means = torch::zeros({n, 3}, f32);
+  auto grad_scales = torch::zeros({n, 3}, f32);
+  auto grad_quats = torch::zeros({n, 4}, f32);
+  auto grad_sh = torch::zeros_like(sh);
+  launch_preprocess_backward((int)n, means.data_ptr<float>(), scales.data_ptr<float>(),
+                             quats.data_ptr<float>(), sh.data_ptr<float>(), (int)sh.size(1), (int)degree,
+                             cam, radii.data_ptr<int>(), grad_means2d.data_ptr<float>(),
+                             grad_conic.data_ptr<float>(), grad_colors.data_ptr<float>(),
+                             grad_means.data_ptr<float>(), grad_scales.data_ptr<float>(),
+                             grad_quats.data_ptr<float>(), grad_sh.data_ptr<float>(), stream);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  timer.mark("backward");
+  return {{grad_means, grad_scales, grad_quats, grad_opacity, grad_sh, grad_means2d}, timer.read()};
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("rasterize_forward", &rasterize_forward, "gsexp: preprocess, duplicate, sort, ranges, blend");
+  m.def("rasterize_backward", &rasterize_backward, "gsexp: the shared exact fp32 backward");
+  m.attr("tile_size") = TILE_SIZE;
+  m.attr("near_plane") = NEAR_PLANE;
+  m.attr("cov2d_dilation") = COV2D_DILATION;
+  m.attr("fov_clamp") = FOV_CLAMP;
+  m.attr("alpha_max") = ALPHA_MAX;
+  m.attr("alpha_min") = ALPHA_MIN;
+  m.attr("t_min") = T_MIN;
+}

@@ -1,0 +1,70 @@
+// Launchers of the CUDA stages. Raw pointers only, so the .cu files compile without torch.
+#pragma once
+
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#include "config.h"
+
+struct Camera {
+  float view[12];  // world -> camera, rows of [R | t]
+  float fx, fy, cx, cy;
+  float tan_x, tan_y;  // tan(fov / 2)
+  float cam_pos[3];    // camera centre in world space
+  int width, height;
+  int tiles_x, tiles_y;
+};
+
+// ---- preprocess.cu ----------------------------------------------------------------------
+struct PreprocessOut {
+  float* means2d;        // [N,2]
+  float* conic_opacity;  // [N,4] (a, b, c, opacity)
+  float* colors;         // [N,3]
+  float* depths;         // [N]
+  int* radii;            // [N] 0 when culled
+  int* tiles_touched;    // [N]
+};
+
+void launch_preprocess(int n, const float* means, const float* scales, const float* quats,
+                       const float* opacities, const float* sh, int num_bases, int degree,
+                       const Camera& cam, PreprocessOut out, cudaStream_t stream);
+
+void launch_preprocess_backward(int n, const float* means, const float* scales, const float* quats,
+                                const float* sh, int num_bases, int degree, const Camera& cam,
+                                const int* radii,
+                                const float* grad_means2d, const float* grad_conic,
+                                const float* grad_colors, float* grad_means, float* grad_scales,
+                                float* grad_quats, float* grad_sh, cudaStream_t stream);
+
+// ---- binning.cu -------------------------------------------------------------------------
+// Keys tile << 32 | depth bits, one per (Gaussian, tile) pair, rectangle row by row.
+void launch_duplicate(int n, const float* means2d, const int* radii, const float* depths,
+                      const int64_t* offsets, const Camera& cam, uint64_t* keys,
+                      int32_t* values, cudaStream_t stream);
+// Bytes of temporary storage the radix sort needs for `num_pairs`.
+size_t sort_temp_bytes(int num_pairs, int end_bit);
+void sort_pairs(void* temp, size_t temp_bytes, const uint64_t* keys_in, uint64_t* keys_out,
+                const int32_t* values_in, int32_t* values_out, int num_pairs, int end_bit,
+                cudaStream_t stream);
+// ranges [tiles, 2]: start/end of each tile's run of sorted keys (zeroed by the caller).
+void launch_tile_ranges(int num_pairs, const uint64_t* sorted_keys, int* ranges, cudaStream_t stream);
+
+// ---- backward.cu: the exact fp32 backward every blend variant shares ----------------------
+struct BlendBackwardArgs {
+  const int* ranges;
+  const int32_t* point_list;
+  const float* means2d;
+  const float* conic_opacity;
+  const float* colors;
+  const float* background;  // [3]
+  const float* final_T;     // [H,W]
+  const int* n_contrib;     // [H,W]
+  const float* grad_image;  // [3,H,W]
+  const float* grad_alpha;  // [H,W] (alpha = 1 - final T)
+  float* grad_means2d;      // [N,2] (accumulated)
+  float* grad_conic;        // [N,3]
+  float* grad_opacity;      // [N]
+  float* grad_colors;       // [N,3]
+  int width, height, tiles_x, tiles_y;
+};
+void launch_blend_backward(const BlendBackwardArgs& args, cudaStream_t stream);

@@ -1,0 +1,243 @@
+// Stage 1 and its backward: projection, EWA 2D covariance, radius, tiles touched, SH colour.
+// Mirrors gsexp/render/reference/preprocess.py operation by operation. The decisions (radius,
+// tile rectangle) use IEEE division and sqrt, so --use_fast_math does not move them.
+#include "kernels.h"
+#include "common.cuh"
+#include "sh.cuh"
+
+namespace {
+
+__device__ inline void quat_to_rotmat(const float* q, float R[3][3]) {
+  float w = q[0], x = q[1], y = q[2], z = q[3];  // unit quaternion (normalised by the caller)
+  R[0][0] = 1 - 2 * (y * y + z * z); R[0][1] = 2 * (x * y - w * z); R[0][2] = 2 * (x * z + w * y);
+  R[1][0] = 2 * (x * y + w * z); R[1][1] = 1 - 2 * (x * x + z * z); R[1][2] = 2 * (y * z - w * x);
+  R[2][0] = 2 * (x * z - w * y); R[2][1] = 2 * (y * z + w * x); R[2][2] = 1 - 2 * (x * x + y * y);
+}
+
+// Everything the forward computes that the backward needs again.
+struct Projection {
+  float t[3];         // view-space point
+  float tx, ty;       // the point the EWA Jacobian is taken at (clamped to 1.3 x fov)
+  bool clamp_x, clamp_y;
+  float T[2][3];      // J W
+  float R[3][3], s[3];
+  float Sigma[3][3];  // 3D covariance
+  float a, b, c;      // 2D covariance, dilated
+};
+
+__device__ inline bool project(const Camera& cam, const float* p, const float* scale,
+                               const float* quat, Projection& P) {
+  const float* v = cam.view;
+  for (int r = 0; r < 3; ++r) P.t[r] = v[4 * r] * p[0] + v[4 * r + 1] * p[1] + v[4 * r + 2] * p[2] + v[4 * r + 3];
+  float z = P.t[2];
+  if (!(z > NEAR_PLANE)) return false;
+  float lim_x = FOV_CLAMP * cam.tan_x, lim_y = FOV_CLAMP * cam.tan_y;
+  float ux = P.t[0] / z, uy = P.t[1] / z;
+  P.clamp_x = ux < -lim_x || ux > lim_x;
+  P.clamp_y = uy < -lim_y || uy > lim_y;
+  P.tx = fminf(fmaxf(ux, -lim_x), lim_x) * z;
+  P.ty = fminf(fmaxf(uy, -lim_y), lim_y) * z;
+  float j00 = cam.fx / z, j02 = -cam.fx * P.tx / (z * z);
+  float j11 = cam.fy / z, j12 = -cam.fy * P.ty / (z * z);
+  for (int j = 0; j < 3; ++j) {
+    P.T[0][j] = j00 * v[j] + j02 * v[8 + j];
+    P.T[1][j] = j11 * v[4 + j] + j12 * v[8 + j];
+  }
+  quat_to_rotmat(quat, P.R);
+  float M[3][3];
+  for (int j = 0; j < 3; ++j) P.s[j] = scale[j];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) M[i][j] = P.R[i][j] * P.s[j];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) P.Sigma[i][j] = M[i][0] * M[j][0] + M[i][1] * M[j][1] + M[i][2] * M[j][2];
+  float TS[2][3];
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < 3; ++j)
+      TS[r][j] = P.T[r][0] * P.Sigma[0][j] + P.T[r][1] * P.Sigma[1][j] + P.T[r][2] * P.Sigma[2][j];
+  P.a = TS[0][0] * P.T[0][0] + TS[0][1] * P.T[0][1] + TS[0][2] * P.T[0][2] + COV2D_DILATION;
+  P.b = TS[0][0] * P.T[1][0] + TS[0][1] * P.T[1][1] + TS[0][2] * P.T[1][2];
+  P.c = TS[1][0] * P.T[1][0] + TS[1][1] * P.T[1][1] + TS[1][2] * P.T[1][2] + COV2D_DILATION;
+  return true;
+}
+
+__device__ inline void view_dir(const Camera& cam, const float* p, float* d, float* inv_norm) {
+  float v[3] = {p[0] - cam.cam_pos[0], p[1] - cam.cam_pos[1], p[2] - cam.cam_pos[2]};
+  float norm = fmaxf(sqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]), 1e-12f);
+  *inv_norm = 1.f / norm;
+  for (int k = 0; k < 3; ++k) d[k] = v[k] / norm;
+}
+
+__global__ void preprocess_kernel(int n, const float* __restrict__ means,
+                                  const float* __restrict__ scales, const float* __restrict__ quats,
+                                  const float* __restrict__ opacities, const float* __restrict__ sh,
+                                  int num_bases, int degree, Camera cam, PreprocessOut out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  out.radii[i] = 0;
+  out.tiles_touched[i] = 0;
+  const float* p = means + 3 * i;
+  Projection P;
+  bool in_front = project(cam, p, scales + 3 * i, quats + 4 * i, P);
+  out.depths[i] = P.t[2];
+  if (!in_front) return;
+  float det = P.a * P.c - P.b * P.b;
+  if (!(det > 0.f)) return;
+  float mx = cam.fx * P.t[0] / P.t[2] + cam.cx - 0.5f;
+  float my = cam.fy * P.t[1] / P.t[2] + cam.cy - 0.5f;
+
+  float mid = 0.5f * (P.a + P.c);
+  float root = __fsqrt_rn(fmaxf(mid * mid - det, 0.1f));
+  float radius = ceilf(3.f * __fsqrt_rn(mid + root));
+  int x0, y0, x1, y1;
+  tile_rect(mx, my, radius, cam.tiles_x, cam.tiles_y, x0, y0, x1, y1);
+  int touched = (x1 - x0) * (y1 - y0);
+  if (touched <= 0) return;
+
+  float d[3], inv_norm;
+  view_dir(cam, p, d, &inv_norm);
+  float basis[MAX_SH_BASES];
+  sh_basis(d[0], d[1], d[2], degree, basis);
+  int k_used = (degree + 1) * (degree + 1);
+  const float* coeffs = sh + (size_t)i * num_bases * 3;
+  for (int ch = 0; ch < 3; ++ch) {
+    float acc = 0.f;
+    for (int k = 0; k < k_used; ++k) acc += basis[k] * coeffs[3 * k + ch];
+    out.colors[3 * i + ch] = fmaxf(acc + 0.5f, 0.f);
+  }
+  out.means2d[2 * i] = mx;
+  out.means2d[2 * i + 1] = my;
+  out.conic_opacity[4 * i] = __fdiv_rn(P.c, det);
+  out.conic_opacity[4 * i + 1] = __fdiv_rn(-P.b, det);
+  out.conic_opacity[4 * i + 2] = __fdiv_rn(P.a, det);
+  out.conic_opacity[4 * i + 3] = opacities[i];
+  out.radii[i] = (int)radius;
+  out.tiles_touched[i] = touched;
+}
+
+__global__ void preprocess_backward_kernel(
+    int n, const float* __restrict__ means, const float* __restrict__ scales,
+    const float* __restrict__ quats, const float* __restrict__ sh, int num_bases, int degree,
+    Camera cam, const int* __restrict__ radii,
+    const float* __restrict__ g_means2d, const float* __restrict__ g_conic,
+    const float* __restrict__ g_colors, float* g_means, float* g_scales, float* g_quats,
+    float* g_sh) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n || radii[i] <= 0) return;
+  const float* p = means + 3 * i;
+  Projection P;
+  project(cam, p, scales + 3 * i, quats + 4 * i, P);
+  const float a = P.a, b = P.b, c = P.c, z = P.t[2];
+
+  // conic = (c, -b, a) / det  ->  d/d(a, b, c) of the 2D covariance
+  float det = a * c - b * b, den = det * det;
+  float gA = g_conic[3 * i], gB = g_conic[3 * i + 1], gC = g_conic[3 * i + 2];
+  float ga = (-c * c * gA + b * c * gB - b * b * gC) / den;
+  float gb = (2 * b * c * gA - (a * c + b * b) * gB + 2 * a * b * gC) / den;
+  float gc = (-b * b * gA + a * b * gB - a * a * gC) / den;
+  // cov = T Sigma T^T, with b read from cov[0][1] only: Gs = G + G^T.
+  float Gs[2][2] = {{2 * ga, gb}, {gb, 2 * gc}};
+  float GT[2][3];  // Gs T
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < 3; ++j) GT[r][j] = Gs[r][0] * P.T[0][j] + Gs[r][1] * P.T[1][j];
+  float dSigma[3][3];  // T^T Gs T
+  for (int i3 = 0; i3 < 3; ++i3)
+    for (int j = 0; j < 3; ++j) dSigma[i3][j] = P.T[0][i3] * GT[0][j] + P.T[1][i3] * GT[1][j];
+  float dT[2][3];  // Gs T Sigma
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < 3; ++j)
+      dT[r][j] = GT[r][0] * P.Sigma[0][j] + GT[r][1] * P.Sigma[1][j] + GT[r][2] * P.Sigma[2][j];
+
+  // Sigma = M M^T, M = R diag(s): dM = dSigma M (dSigma is symmetric).
+  float M[3][3], dM[3][3];
+  for (int r = 0; r < 3; ++r)
+    for (int j = 0; j < 3; ++j) M[r][j] = P.R[r][j] * P.s[j];
+  for (int r = 0; r < 3; ++r)
+    for (int j = 0; j < 3; ++j) dM[r][j] = dSigma[r][0] * M[0][j] + dSigma[r][1] * M[1][j] + dSigma[r][2] * M[2][j];
+  float dR[3][3];
+  for (int j = 0; j < 3; ++j) {
+    g_scales[3 * i + j] = P.R[0][j] * dM[0][j] + P.R[1][j] * dM[1][j] + P.R[2][j] * dM[2][j];
+    for (int r = 0; r < 3; ++r) dR[r][j] = dM[r][j] * P.s[j];
+  }
+  const float* q = quats + 4 * i;
+  float w = q[0], x = q[1], y = q[2], qz = q[3];
+  g_quats[4 * i] = 2 * (-qz * dR[0][1] + y * dR[0][2] + qz * dR[1][0] - x * dR[1][2] - y * dR[2][0] + x * dR[2][1]);
+  g_quats[4 * i + 1] = 2 * (y * dR[0][1] + qz * dR[0][2] + y * dR[1][0] - 2 * x * dR[1][1] - w * dR[1][2] +
+                            qz * dR[2][0] + w * dR[2][1] - 2 * x * dR[2][2]);
+  g_quats[4 * i + 2] = 2 * (-2 * y * dR[0][0] + x * dR[0][1] + w * dR[0][2] + x * dR[1][0] + qz * dR[1][2] -
+                            w * dR[2][0] + qz * dR[2][1] - 2 * y * dR[2][2]);
+  g_quats[4 * i + 3] = 2 * (-2 * qz * dR[0][0] - w * dR[0][1] + x * dR[0][2] + w * dR[1][0] - 2 * qz * dR[1][1] +
+                            y * dR[1][2] + x * dR[2][0] + y * dR[2][1]);
+
+  // T = J W  ->  dJ = dT W^T; J depends on z and on the clamped (tx, ty).
+  const float* v = cam.view;
+  float dJ00 = dT[0][0] * v[0] + dT[0][1] * v[1] + dT[0][2] * v[2];
+  float dJ02 = dT[0][0] * v[8] + dT[0][1] * v[9] + dT[0][2] * v[10];
+  float dJ11 = dT[1][0] * v[4] + dT[1][1] * v[5] + dT[1][2] * v[6];
+  float dJ12 = dT[1][0] * v[8] + dT[1][1] * v[9] + dT[1][2] * v[10];
+  float z2 = z * z, z3 = z2 * z;
+  float dt[3] = {0.f, 0.f, 0.f};
+  dt[2] += -cam.fx / z2 * dJ00 + 2 * cam.fx * P.tx / z3 * dJ02;
+  dt[2] += -cam.fy / z2 * dJ11 + 2 * cam.fy * P.ty / z3 * dJ12;
+  float dtx = -cam.fx / z2 * dJ02, dty = -cam.fy / z2 * dJ12;
+  if (P.clamp_x) dt[2] += (P.tx / z) * dtx; else dt[0] += dtx;
+  if (P.clamp_y) dt[2] += (P.ty / z) * dty; else dt[1] += dty;
+  // means2d = (fx x / z + cx - 0.5, fy y / z + cy - 0.5)
+  float gmx = g_means2d[2 * i], gmy = g_means2d[2 * i + 1];
+  dt[0] += cam.fx / z * gmx;
+  dt[1] += cam.fy / z * gmy;
+  dt[2] += -cam.fx * P.t[0] / z2 * gmx - cam.fy * P.t[1] / z2 * gmy;
+  float gp[3];
+  for (int j = 0; j < 3; ++j) gp[j] = v[j] * dt[0] + v[4 + j] * dt[1] + v[8 + j] * dt[2];
+
+  // colour = max(sum_k basis_k(dir) sh_k + 0.5, 0), dir = normalize(p - camera centre);
+  // like torch, the clamp passes gradient only where its input is > 0
+  float d[3], inv_norm;
+  view_dir(cam, p, d, &inv_norm);
+  float basis[MAX_SH_BASES], bx[MAX_SH_BASES], by[MAX_SH_BASES], bz[MAX_SH_BASES];
+  sh_basis(d[0], d[1], d[2], degree, basis);
+  sh_basis_grad(d[0], d[1], d[2], degree, bx, by, bz);
+  const float* coeffs = sh + (size_t)i * num_bases * 3;
+  float* gcoeffs = g_sh + (size_t)i * num_bases * 3;
+  int k_used = (degree + 1) * (degree + 1);
+  float g[3];
+  for (int ch = 0; ch < 3; ++ch) {
+    float raw = 0.f;
+    for (int k = 0; k < k_used; ++k) raw += basis[k] * coeffs[3 * k + ch];
+    g[ch] = (raw + 0.5f > 0.f) ? g_colors[3 * i + ch] : 0.f;
+  }
+  float gd[3] = {0.f, 0.f, 0.f};
+  for (int k = 0; k < k_used; ++k) {
+    float s = 0.f;
+    for (int ch = 0; ch < 3; ++ch) {
+      gcoeffs[3 * k + ch] = basis[k] * g[ch];
+      s += coeffs[3 * k + ch] * g[ch];
+    }
+    gd[0] += s * bx[k];
+    gd[1] += s * by[k];
+    gd[2] += s * bz[k];
+  }
+  float dot = d[0] * gd[0] + d[1] * gd[1] + d[2] * gd[2];
+  for (int j = 0; j < 3; ++j) g_means[3 * i + j] = gp[j] + (gd[j] - d[j] * dot) * inv_norm;
+}
+
+}  // namespace
+
+void launch_preprocess(int n, const float* means, const float* scales, const float* quats,
+                       const float* opacities, const float* sh, int num_bases, int degree,
+                       const Camera& cam, PreprocessOut out, cudaStream_t stream) {
+  if (n == 0) return;
+  preprocess_kernel<<<(n + 255) / 256, 256, 0, stream>>>(n, means, scales, quats, opacities, sh,
+                                                        num_bases, degree, cam, out);
+}
+
+void launch_preprocess_backward(int n, const float* means, const float* scales, const float* quats,
+                                const float* sh, int num_bases, int degree, const Camera& cam,
+                                const int* radii, const float* grad_means2d,
+                                const float* grad_conic, const float* grad_colors,
+                                float* grad_means, float* grad_scales, float* grad_quats,
+                                float* grad_sh, cudaStream_t stream) {
+  if (n == 0) return;
+  preprocess_backward_kernel<<<(n + 255) / 256, 256, 0, stream>>>(
+      n, means, scales, quats, sh, num_bases, degree, cam, radii, grad_means2d, grad_conic,
+      grad_colors, grad_means, grad_scales, grad_quats, grad_sh);
+}

@@ -1,0 +1,105 @@
+"""The render benchmark on the CPU: figures in the JSON, PSNR between rasterizers, inputs
+(PLY, trainer checkpoint) and their errors, spec parsing, orbit framing."""
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from gsexp.bench import main, orbit_cameras, parse_rasterizer
+from gsexp.gaussians import save_ply
+from gsexp.train.checkpoint import save_checkpoint
+from gsexp.train.params import make_params
+from render_helpers import random_scene
+
+SMALL = ["--width", "64", "--height", "48", "--num-cameras", "2", "--up", "z", "--device", "cpu",
+         "--no-gsplat"]
+TIMED = ["--warmup", "1", "--frames", "2"]
+ONCE = ["--warmup", "0", "--frames", "1"]  # where only the images or errors matter
+
+
+@pytest.fixture
+def scene(tmp_path):
+    g, _ = random_scene(0, n=200, sh_degree=1)
+    save_ply(g, tmp_path / "scene.ply")
+    return g, tmp_path / "scene.ply"
+
+
+def test_two_torch_rasterizers(scene, tmp_path, capsys):
+    _, ply = scene
+    report = main(["--ply", str(ply), "--rasterizers", "torch,torch", "--json", str(tmp_path / "b.json"),
+                   *SMALL, *TIMED])
+    data = json.loads((tmp_path / "b.json").read_text())
+    assert data == json.loads(json.dumps(report))
+    rows = data["rasterizers"]
+    assert [r["name"] for r in rows] == ["torch", "torch"]
+    for r in rows:
+        assert set(r["stages"]) >= {"preprocess", "duplicate", "sort", "blend"}
+        assert all(s["median"] > 0 and s["p90"] >= s["median"] for s in r["stages"].values())
+        assert r["e2e"]["median"] > 0 and r["frames"] == 4  # 2 cameras x 2 frames
+    assert rows[0]["psnr"] is None  # the reference row
+    psnr = float(rows[1]["psnr"])
+    assert math.isinf(psnr) or psnr > 100
+    config = data["config"]
+    assert config["num_gaussians"] == 200 and config["resolution"] == "64x48"
+    assert config["cameras"]["count"] == 2 and config["torch"] == torch.__version__
+    out = capsys.readouterr().out
+    assert "e2e med" in out and "gsplat: skipped" in out
+
+
+def test_checkpoint_renders_like_the_ply(scene, tmp_path):
+    g, ply = scene
+    payload = {"step": 7, "params": {k: v.detach() for k, v in make_params(g).items()}}
+    ckpt = save_checkpoint(tmp_path / "run", 7, payload)
+    main(["--ply", str(ply), "--save-images", str(tmp_path / "a"), *SMALL, *ONCE])
+    report = main(["--checkpoint", str(ckpt), "--save-images", str(tmp_path / "b"), *SMALL, *ONCE])
+    assert report["config"]["sh_degree"] == 1 and report["config"]["num_gaussians"] == 200
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert len(names) == 2 and names == sorted(p.name for p in (tmp_path / "b").iterdir())
+    for name in names:
+        a, b = (np.asarray(Image.open(tmp_path / d / name)) for d in ("a", "b"))
+        assert np.array_equal(a, b) and a.max() > 0  # something was drawn
+    # A run directory stands for its newest checkpoint.
+    assert main(["--checkpoint", str(tmp_path / "run"), *SMALL, *ONCE])["config"]["num_gaussians"] == 200
+
+
+@pytest.mark.parametrize("flag", ["--ply", "--checkpoint"])
+def test_missing_input_names_flag_and_path(tmp_path, capsys, flag):
+    missing = tmp_path / "nowhere" / "scene.file"
+    with pytest.raises(SystemExit):
+        main([flag, str(missing), *SMALL, *ONCE])
+    err = capsys.readouterr().err
+    assert flag in err and str(missing) in err
+
+
+def test_bad_rasterizer_spec_fails_naming_it(scene, capsys):
+    _, ply = scene
+    for spec in ("torch:vanilla:colour=red", "nosuch", "torch:nosuchblend"):
+        with pytest.raises(SystemExit):
+            main(["--ply", str(ply), "--rasterizers", spec, *SMALL, *ONCE])
+        assert spec in capsys.readouterr().err
+
+
+def test_parse_rasterizer():
+    assert parse_rasterizer("torch") == ("torch", {})
+    assert parse_rasterizer("torch:tcgs:precision=fp16:g2l=false:sh_degree=0") == \
+        ("torch", {"blend": "tcgs", "precision": "fp16", "g2l": False, "sh_degree": 0})
+    with pytest.raises(ValueError, match="key=value"):
+        parse_rasterizer("torch:gemm:fp16")
+
+
+def test_orbit_frames_the_scene():
+    gen = torch.Generator().manual_seed(1)
+    means = torch.randn(2000, 3, generator=gen) * torch.tensor([1.0, 0.5, 0.2])
+    means += torch.tensor([5.0, -3.0, 2.0])
+    means[:20] += 1000.0  # strays must not shrink the scene to a dot
+    cams, _ = orbit_cameras(means, 4, 80, 60, up=torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64))
+    for cam in cams:
+        view = means @ cam.world_to_camera[:3, :3].T + cam.world_to_camera[:3, 3]
+        x = cam.fx * view[:, 0] / view[:, 2] + cam.cx
+        y = cam.fy * view[:, 1] / view[:, 2] + cam.cy
+        inside = (view[:, 2] > 0) & (x >= 0) & (x < 80) & (y >= 0) & (y < 60)
+        assert inside.float().mean() > 0.85
+        assert (x[inside].max() - x[inside].min()) > 0.3 * 60  # and it is not tiny
