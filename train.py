@@ -7,8 +7,10 @@ inside a multirun the other jobs go on, a single run exits non-zero.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
+from contextlib import nullcontext
 from pathlib import Path
 
 import hydra
@@ -16,12 +18,16 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from gsexp.config import ConfigError, validate
+from gsexp.config import ConfigError, InvalidCombination, validate
+from gsexp.sweep import gpu_pool
 from gsexp.track import make_logger, run_name_from_overrides, tags_from_choices
 from gsexp.track.local import LocalLogger
 
 OmegaConf.register_new_resolver("gsexp_run_name", lambda s: run_name_from_overrides(s.split(",") if s else []),
                                 replace=True)
+# Parallel jobs for hydra/launcher=gpus: one per GPU, or half the cores for CPU jobs.
+OmegaConf.register_new_resolver("gsexp_pool_size", lambda: len(gpu_pool.visible_devices())
+                                or max(1, (os.cpu_count() or 2) // 2), replace=True)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
@@ -31,14 +37,9 @@ def main(cfg: DictConfig):
     overrides = list(hc.overrides.task)
     try:
         cfg = validate(cfg)
-        from gsexp.train.recipe import train  # heavy imports after the config is known good
-
-        with make_logger(cfg.logger.kind, run_dir, project=cfg.logger.project, mode=cfg.logger.mode,
-                         group=run_group(hc),
-                         name=run_name_from_overrides(overrides), tags=tags_from_choices(dict(hc.runtime.choices)),
-                         config=OmegaConf.to_container(cfg, resolve=True)) as logger:
-            summary = train(cfg, run_dir, logger, overrides)
-            logger.summary(summary)
+        sweep = hc.mode == RunMode.MULTIRUN
+        with gpu_pool.claim(Path(hc.sweep.dir) / ".gpu_locks") if sweep else nullcontext() as gpu:
+            summary = run(cfg, hc, run_dir, overrides, gpu)
         print(f"[gsexp] {run_dir}: test PSNR {summary['psnr']:.2f} dB, SSIM {summary['ssim']:.4f}, "
               f"LPIPS {summary['lpips'] if summary['lpips'] is None else round(summary['lpips'], 4)}, "
               f"{summary['num_gaussians']} Gaussians, {summary['train_seconds']:.0f} s")
@@ -53,6 +54,20 @@ def main(cfg: DictConfig):
         raise SystemExit(1) from err
 
 
+def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | None) -> dict:
+    from gsexp.train.recipe import train  # heavy imports after the config is known good
+
+    with make_logger(cfg.logger.kind, run_dir, project=cfg.logger.project, mode=cfg.logger.mode,
+                     group=run_group(hc),
+                     name=run_name_from_overrides(overrides), tags=tags_from_choices(dict(hc.runtime.choices)),
+                     config=OmegaConf.to_container(cfg, resolve=True)) as logger:
+        summary = train(cfg, run_dir, logger, overrides)
+        if gpu is not None:
+            summary["gpu"] = gpu  # the pool's device (CUDA_VISIBLE_DEVICES of this job)
+        logger.summary(summary)
+    return summary
+
+
 def run_group(hc) -> str:
     """The dashboard group: the sweep for a multirun, else the experiment overlay (or 'train')."""
     if hc.mode == RunMode.MULTIRUN:
@@ -61,9 +76,11 @@ def run_group(hc) -> str:
 
 
 def record_failure(run_dir: Path, err: Exception, overrides: list[str]):
-    """summary.json with status 'failed' — unless it already holds a finished run's results,
+    """summary.json with status 'failed' (or 'invalid') — unless it already holds a finished run's results,
     which a failed re-run must not overwrite (then failure.json beside it)."""
-    failure = {"status": "failed", "error": f"{type(err).__name__}: {err}", "overrides": overrides}
+    # "invalid": the config was rejected before any work (in a sweep: a combination that cannot run).
+    status = "invalid" if isinstance(err, InvalidCombination) else "failed"
+    failure = {"status": status, "error": f"{type(err).__name__}: {err}", "overrides": overrides}
     previous = run_dir / "summary.json"
     if previous.is_file() and '"status": "ok"' in previous.read_text():
         run_dir.joinpath("failure.json").write_text(json.dumps(failure, indent=1))

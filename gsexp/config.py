@@ -98,6 +98,10 @@ class ConfigError(ValueError):
     """A config value that cannot work; the message names the key."""
 
 
+class InvalidCombination(ConfigError):
+    """Settings that are each valid but cannot go together (a sweep lists these as 'invalid')."""
+
+
 def validate(cfg: DictConfig) -> DictConfig:
     """Merge into the schema (unknown keys and wrong types fail here) and check values."""
     try:
@@ -112,9 +116,9 @@ def validate(cfg: DictConfig) -> DictConfig:
         raise ConfigError(f"config key '{getattr(err, 'full_key', '?')}' has no value: set it on the "
                           "command line, e.g. data.path=/path/to/scene") from None
 
-    def need(ok: bool, key: str, problem: str):
+    def need(ok: bool, key: str, problem: str, error=ConfigError):
         if not ok:
-            raise ConfigError(f"config key '{key}': {problem}")
+            raise error(f"config key '{key}': {problem}")
 
     def choice(key: str, options):
         value = OmegaConf.select(merged, key)
@@ -134,8 +138,15 @@ def validate(cfg: DictConfig) -> DictConfig:
     choice("rasterizer.backend", BACKENDS)
     choice("rasterizer.blend", BLENDS)
     choice("rasterizer.precision", PRECISIONS)
-    need(merged.rasterizer.blend != "vanilla" or merged.rasterizer.precision == "fp32", "rasterizer.precision",
-         "vanilla blends in fp32; reduced precision applies to rasterizer.blend=gemm or tcgs")
+    r = merged.rasterizer
+    need(r.blend != "vanilla" or r.precision == "fp32", "rasterizer.precision",
+         "vanilla blends in fp32; reduced precision applies to rasterizer.blend=gemm or tcgs", InvalidCombination)
+    # A switch the blend ignores must stay at its default, so a sweep never runs one variant twice.
+    need(r.blend != "vanilla" or r.g2l, "rasterizer.g2l",
+         "g2l (tile-local coordinates) applies to rasterizer.blend=gemm or tcgs; vanilla has no such switch",
+         InvalidCombination)
+    need(r.blend == "tcgs" or r.early_cull, "rasterizer.early_cull",
+         f"early_cull applies to rasterizer.blend=tcgs only, not {r.blend}", InvalidCombination)
     need(merged.rasterizer.backend != "cuda" or merged.device != "cpu", "device",
          "rasterizer.backend=cuda runs on a GPU; set device=cuda (or auto), or use rasterizer=torch on the CPU")
     choice("strategy.name", STRATEGIES)

@@ -268,6 +268,15 @@ def test_blender_fixture_loads_with_background(tmp_path):
         scene = load_scene("blender", tmp_path, splits={"train": ("train", "val"), "test": "test"})
 
 
+def test_blender_test_stride_keeps_every_kth_test_view(tmp_path):
+    write_blender(tmp_path)
+    scene = load_scene("blender", tmp_path, test_stride=2)
+    assert len(scene.train_cameras) == 2 and len(scene.test_cameras) == 1
+    assert scene.test_cameras[0].name == load_scene("blender", tmp_path).test_cameras[0].name
+    with pytest.raises(ValueError, match="test_stride"):
+        load_scene("blender", tmp_path, test_stride=0)
+
+
 def test_blender_missing_transforms_file(tmp_path):
     write_blender(tmp_path)
     (tmp_path / "transforms_test.json").unlink()

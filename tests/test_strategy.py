@@ -55,7 +55,7 @@ def no_visible_grad(n):
 
 # --- ops --------------------------------------------------------------------------------------
 
-def test_duplicate_carries_rows_and_adam_state():
+def test_duplicate_copies_rows_with_fresh_adam_state():
     params, opts, _, _ = setup()
     mask = torch.zeros(100, dtype=torch.bool)
     mask[[3, 7, 50]] = True
@@ -65,9 +65,10 @@ def test_duplicate_carries_rows_and_adam_state():
     assert_aligned(params, opts)
     assert params["means"].shape[0] == 103 and state["grad2d"].shape == (103,) and state["k"] == 5
     assert torch.equal(params["means"][100:], means[mask])
-    assert torch.equal(opts["means"].state[params["means"]]["exp_avg"][100:], avg[mask])
+    assert torch.equal(opts["means"].state[params["means"]]["exp_avg"][:100], avg)
+    assert torch.all(opts["means"].state[params["means"]]["exp_avg"][100:] == 0)  # clones start fresh, as in 3DGS
     assert torch.equal(state["grad2d"][100:], torch.tensor([3.0, 7.0, 50.0]))
-    assert params["means"].grad.shape == (103, 3)  # pending gradients follow the rows too
+    assert params["means"].grad.shape == (103, 3) and torch.all(params["means"].grad[100:] == 0)
     optimizer_step_runs(params, opts)
 
 
@@ -208,6 +209,17 @@ def test_default_screen_size_prune_is_off_by_default():
     state.update(grad2d=torch.zeros(n), count=torch.zeros(n), max_radii=torch.full((n,), 500.0))
     s.step_post_backward(params, opts, state, 600, no_visible_grad(n), 40, 32)
     assert params["means"].shape[0] == n
+
+
+def test_default_white_background_resets_once_at_refine_start():
+    for white, expected in ((True, 0.01), (False, 0.88)):
+        params, opts, _, _ = setup()
+        with torch.no_grad():
+            params["opacity_logits"][:] = 2.0
+        s = DefaultStrategy(scene_extent=1.0, white_background=white)
+        state = s.initial_state()
+        s.step_post_backward(params, opts, state, 500, no_visible_grad(100), 40, 32)
+        assert torch.sigmoid(params["opacity_logits"]).max().item() == pytest.approx(expected, abs=1e-2)
 
 
 def test_default_outside_schedule_does_nothing_but_accumulate():

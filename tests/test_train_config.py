@@ -21,9 +21,9 @@ def data_paths(shared: Path, tmp: Path) -> dict:
             "colmap": shared / "data/colmap/beer", "transforms": tmp}
 
 
-def compose_train(overrides):
+def compose_train(overrides, hydra: bool = False):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("train", overrides=overrides)
+        return compose("train", overrides=overrides, return_hydra_config=hydra)
 
 
 @pytest.mark.parametrize("group", ["data", "model", "rasterizer", "strategy", "compress", "logger", "paths"])
@@ -49,6 +49,8 @@ def test_every_experiment_composes(experiment, shared, monkeypatch):
     (["iterations=abc"], "iterations"),
     (["rasterizer.blend=fast"], "rasterizer.blend"),
     (["rasterizer.precision=fp16"], "rasterizer.precision"),
+    (["rasterizer.g2l=false"], "rasterizer.g2l"),  # vanilla has no G2L
+    (["rasterizer.blend=gemm", "rasterizer.early_cull=false"], "rasterizer.early_cull"),  # tcgs only
     (["data=blender", "data.path=/no/such/scene"], "data.path"),
     (["data=blender"], "data.path"),
     (["ssim_lambda=2"], "ssim_lambda"),

@@ -15,13 +15,16 @@ OPTIONAL_SPLITS = ("val",)  # lego and friends ship without transforms_val.json 
 
 
 def load_blender(path, *, downscale=1, background=(1.0, 1.0, 1.0),
-                 splits=None) -> Scene:
+                 splits=None, test_stride: int = 1) -> Scene:
     """Load a NeRF-synthetic scene.
 
     `splits` maps the Scene's "train"/"test" to the json files used for them, by default
     {"train": ("train",), "test": ("test",)}; e.g. {"train": ("train", "val"), ...} also trains
     on val. A missing transforms_val.json is skipped with a warning, any other one raises.
+    `test_stride` keeps every k-th test view (quick studies; the published protocol uses all).
     """
+    if not isinstance(test_stride, int) or test_stride < 1:
+        raise ValueError(f"load_blender: test_stride must be an integer >= 1, got {test_stride!r}")
     check_downscale(downscale)
     root = Path(path)
     splits = splits or {"train": ("train",), "test": ("test",)}
@@ -38,7 +41,7 @@ def load_blender(path, *, downscale=1, background=(1.0, 1.0, 1.0),
             if name in OPTIONAL_SPLITS and not file.is_file():
                 warnings.warn(f"load_blender: {file} not found; skipping the '{name}' split")
                 continue
-            c, i = _load_split(file, downscale, background)
+            c, i = _load_split(file, downscale, background, test_stride if role == "test" else 1)
             cams += c
             imgs += i
         out[role] = (cams, imgs)
@@ -46,7 +49,7 @@ def load_blender(path, *, downscale=1, background=(1.0, 1.0, 1.0),
                  meta={"kind": "blender", "path": str(root), "downscale": downscale})
 
 
-def _load_split(file: Path, downscale, background):
+def _load_split(file: Path, downscale, background, stride: int = 1):
     if not file.is_file():
         hint = " (found transforms.json: use load_scene('transforms', ...))" \
             if (file.parent / "transforms.json").is_file() else ""
@@ -59,6 +62,7 @@ def _load_split(file: Path, downscale, background):
     frames = data.get("frames")
     if not isinstance(frames, list) or not frames:
         raise ValueError(f"{file}: missing or empty 'frames' list")
+    frames = frames[::stride]
     angle_x = float(data["camera_angle_x"])
 
     def load(k):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 import time
 import warnings
 from pathlib import Path
@@ -86,13 +87,19 @@ def lpips_available(cfg: DictConfig) -> bool:
 
 def evaluate(cfg, params, sh_degree, scene, device, logger, step, run_dir: Path, with_lpips: bool,
              save_renders: bool) -> dict:
-    """PSNR / SSIM / LPIPS on the test split, mean and per view; renders saved as PNG."""
+    """PSNR / SSIM / LPIPS on the test split, mean and per view; renders saved as PNG.
+    Also the render latency: end to end and per stage (medians over the views, stage timing on)."""
     g = to_gaussians(params, sh_degree)
     bg = tuple(scene.background)
-    per_view = []
+    per_view, render_ms, stages = [], [], {}
     with torch.no_grad():
         for i, (cam, ref) in enumerate(zip(scene.test_cameras, scene.test_images)):
-            img = render(g, cam, background=bg, **rasterizer_args(cfg)).image.clamp(0, 1)
+            start = _synced_clock(device)
+            out = render(g, cam, background=bg, **{**rasterizer_args(cfg), "timing": True})
+            render_ms.append((_synced_clock(device) - start) * 1e3)
+            for k, v in out.stage_ms.items():
+                stages.setdefault(k, []).append(v)
+            img = out.image.clamp(0, 1)
             ref = ref.to(device)  # metrics where the render is (LPIPS on a CPU dominates a GPU eval)
             row = {"view": cam.name or str(i), "psnr": metrics.psnr(img, ref).item(),
                    "ssim": metrics.ssim(img, ref).item(),
@@ -105,8 +112,18 @@ def evaluate(cfg, params, sh_degree, scene, device, logger, step, run_dir: Path,
                 logger.log_image("eval/render", img, step)
     mean = {k: (sum(r[k] for r in per_view) / len(per_view) if per_view and per_view[0][k] is not None else None)
             for k in ("psnr", "ssim", "lpips")}
-    logger.log({f"eval/{k}": v for k, v in mean.items() if v is not None}, step)
-    return {**mean, "per_view": per_view}
+    latency = {"render_ms": statistics.median(render_ms) if render_ms else None,
+               "stage_ms": {k: statistics.median(v) for k, v in stages.items()}}
+    logger.log({**{f"eval/{k}": v for k, v in mean.items() if v is not None},
+                "eval/render_ms": latency["render_ms"],
+                **{f"eval/stage_ms/{k}": v for k, v in latency["stage_ms"].items()}}, step)
+    return {**mean, **latency, "per_view": per_view}
+
+
+def _synced_clock(device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
 
 
 def rasterizer_args(cfg) -> dict:
@@ -129,6 +146,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
     params = {k: torch.nn.Parameter(v.to(device)) for k, v in make_params(initial_gaussians(cfg, scene)).items()}
     optimizers = make_optimizers(params, scene.extent)
     strategy = make_strategy(cfg.strategy.name, scene_extent=scene.extent,
+                             white_background=all(c >= 1.0 for c in scene.background),
                              **OmegaConf.to_container(cfg.strategy.options, resolve=True)).scaled(cfg.iterations)
     state = strategy.initial_state()
     start, order = 0, []
@@ -139,7 +157,6 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
         raise ValueError(f"{run_dir} already holds checkpoints of an earlier run; pass resume=auto to "
                          "continue it, or choose another run directory (hydra.run.dir=...)")
 
-    stage_ms: dict[str, float] = {}
     started = time.perf_counter()
     bar = tqdm(range(start, cfg.iterations), initial=start, total=cfg.iterations, dynamic_ncols=True,
                disable=None)
@@ -169,7 +186,6 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-        stage_ms = out.stage_ms
         if step % max(cfg.log_every, 1) == 0 or step == cfg.iterations - 1:
             with torch.no_grad():
                 train_psnr = -10 * math.log10(max(((out.image - target) ** 2).mean().item(), 1e-12))
@@ -177,7 +193,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
             logger.log({"train/loss": loss.item(), "train/psnr": train_psnr, "train/num_gaussians": n,
                         "train/step_seconds": time.perf_counter() - step_start,
                         "train/peak_memory_mb": peak_memory_mb(device),
-                        **{f"stage_ms/{k}": v for k, v in stage_ms.items()}}, step)
+                        **{f"train/stage_ms/{k}": v for k, v in out.stage_ms.items()}}, step)
             bar.set_postfix(loss=f"{loss.item():.4f}", psnr=f"{train_psnr:.2f}", G=n)
         done = step + 1
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.iterations:
@@ -195,7 +211,8 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
     return {"psnr": result["psnr"], "ssim": result["ssim"], "lpips": result["lpips"],
             "per_view": result["per_view"], "num_gaussians": len(params["means"]),
             "iterations": cfg.iterations, "train_seconds": train_seconds,
-            "size_mb": ply.stat().st_size / 2**20, "stage_ms": stage_ms, "overrides": list(overrides),
+            "size_mb": ply.stat().st_size / 2**20, "render_ms": result["render_ms"],
+            "stage_ms": result["stage_ms"], "overrides": list(overrides),
             "status": "ok"}
 
 

@@ -34,10 +34,12 @@ class Strategy:
     """Base class and the do-nothing behaviour; subclasses override what they need.
 
     scene_extent: the scene's radius (world units), set by the caller for every strategy;
-    thresholds given relative to the scene size use it.
+    thresholds given relative to the scene size use it. white_background: whether the scene
+    is composited on white (set by the caller; 3DGS treats such scenes slightly differently).
     """
 
     scene_extent: float = 1.0
+    white_background: bool = False
 
     # Step-count fields that `scaled` rescales, and which of them are intervals (kept >= 1).
     SCHEDULE_FIELDS: ClassVar[tuple[str, ...]] = ()

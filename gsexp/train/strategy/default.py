@@ -28,7 +28,8 @@ class DefaultStrategy(Strategy):
     before the check, graphdeco-inria/gaussian-splatting#643) and the published results
     depend on that; enabled, it pruned lego at 800x800 from 96K to 22K Gaussians at the
     first reset and capped it near 29K (29.0 dB test PSNR, experiments/vanilla_cuda).
-    Every reset_every steps (while step < refine_stop) opacities are clamped to reset_opacity.
+    Every reset_every steps (while step < refine_stop) opacities are clamped to reset_opacity,
+    and on white-background scenes once more at refine_start, as 3DGS does.
     Steps are the caller's iteration counter; defaults are 3DGS's for 30k iterations
     (`scaled(total)` rescales them). `scene_extent` must be set by the caller.
     """
@@ -59,7 +60,10 @@ class DefaultStrategy(Strategy):
         self._accumulate(params, state, out, width, height)
         if step > self.refine_start and step % self.refine_every == 0:
             self.refine(params, optimizers, state, step)
-        if step > 0 and step % self.reset_every == 0:
+        # 3DGS also resets once at refine_start on white backgrounds (its train.py), clearing the
+        # random init's fog before densification has spent much on it.
+        first = self.white_background and step == self.refine_start
+        if step > 0 and (step % self.reset_every == 0 or first):
             ops.reset_opacity(params, optimizers, self.reset_opacity)
 
     def _stats(self, params: dict, state: dict) -> None:

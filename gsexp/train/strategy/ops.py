@@ -2,8 +2,9 @@
 
 Every op edits `params` (name -> nn.Parameter, all of length N) and `optimizers`
 (name -> Adam holding params[name]) in place: each group gets a new Parameter, swapped into
-its optimizer, and Adam's per-row moments (exp_avg, exp_avg_sq) follow the rows: copied for
-duplicated rows, zero for new rows, dropped for removed rows. Scalar state ("step") is kept.
+its optimizer, and Adam's per-row moments (exp_avg, exp_avg_sq) follow the rows: zero for
+new rows (clones too, as in 3DGS: a clone with fresh moments moves away from its parent
+instead of in lockstep with it), dropped for removed rows. Scalar state ("step") is kept.
 A pending `.grad` follows the same rule, so the caller may step the optimizer right after.
 An optimizer that has not stepped yet has no state; then only the Parameter is swapped.
 
@@ -45,7 +46,9 @@ def _replace(params: dict, optimizers: dict, name: str, value: torch.Tensor, row
 
 
 def _edit(params: dict, optimizers: dict, values: Callable[[str, torch.Tensor], torch.Tensor],
-          rows: Fn, state: dict | None = None) -> None:
+          rows: Fn, state: dict | None = None, state_rows: Fn | None = None) -> None:
+    """`rows` maps optimizer moments and pending grads; `state_rows` (default: `rows`) the
+    strategy's per-Gaussian state."""
     n = _num(params)
     with torch.no_grad():
         for name in list(params):
@@ -53,7 +56,7 @@ def _edit(params: dict, optimizers: dict, values: Callable[[str, torch.Tensor], 
         if state is not None:
             for key, v in state.items():
                 if torch.is_tensor(v) and v.dim() >= 1 and v.shape[0] == n:
-                    state[key] = rows(v)
+                    state[key] = (state_rows or rows)(v)
 
 
 def _zeros(v: torch.Tensor, n: int) -> torch.Tensor:
@@ -61,10 +64,12 @@ def _zeros(v: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def duplicate(params: dict, optimizers: dict, mask: torch.Tensor, state: dict | None = None) -> None:
-    """Append an exact copy of every masked Gaussian (3DGS clone); Adam rows copied too."""
+    """Append an exact copy of every masked Gaussian (3DGS clone). The copies start with zero
+    Adam moments and gradient (as in 3DGS and gsplat); strategy state rows are copied."""
     idx = mask.nonzero().squeeze(1)
     copy_rows = lambda v: torch.cat([v, v[idx]])  # noqa: E731
-    _edit(params, optimizers, lambda _, p: copy_rows(p), copy_rows, state)
+    zero_rows = lambda v: torch.cat([v, _zeros(v, len(idx))])  # noqa: E731
+    _edit(params, optimizers, lambda _, p: copy_rows(p), zero_rows, state, state_rows=copy_rows)
 
 
 def remove(params: dict, optimizers: dict, mask: torch.Tensor, state: dict | None = None) -> None:

@@ -1,0 +1,79 @@
+"""One GPU per job in parallel sweeps (the joblib launcher): a job claims a free device with
+a lock file in the sweep directory and holds it until the job ends, so no two running jobs
+share a GPU. The claimed device is what CUDA_VISIBLE_DEVICES shows the job.
+
+A worker process serves many jobs, and CUDA reads CUDA_VISIBLE_DEVICES once per process: so a
+worker is pinned to the GPU of its first job and later claims only that one."""
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+POOL_ENV = "GSEXP_GPU_POOL"      # comma-separated device ids, set by the sweep callback
+PINNED_ENV = "GSEXP_PINNED_GPU"  # this process's device, once it has one
+
+
+def visible_devices() -> list[str]:
+    """Device ids this process may use: CUDA_VISIBLE_DEVICES, else every GPU torch sees."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+    try:
+        import torch
+
+        return [str(i) for i in range(torch.cuda.device_count())]
+    except Exception:
+        return []
+
+
+def pool() -> list[str]:
+    return [d for d in os.environ.get(POOL_ENV, "").split(",") if d]
+
+
+@contextmanager
+def claim(lock_dir, devices: list[str] | None = None, poll_s: float = 0.2):
+    """Hold one device of `devices` (default: the sweep's pool) for the duration of the block;
+    yields its id, or None when there are no devices (CPU jobs)."""
+    devices = pool() if devices is None else devices
+    pinned = os.environ.get(PINNED_ENV)
+    candidates = [pinned] if pinned else devices
+    if not candidates:
+        yield None
+        return
+    lock_dir = Path(lock_dir)
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    while True:
+        for device in candidates:
+            handle = open(lock_dir / f"gpu_{device}.lock", "a+")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            try:
+                handle.seek(0)
+                handle.truncate()
+                handle.write(f"pid {os.getpid()}\n")
+                handle.flush()
+                if not pinned:
+                    _check_cuda_untouched()
+                    os.environ["CUDA_VISIBLE_DEVICES"] = device
+                    os.environ[PINNED_ENV] = device
+                yield device
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
+            return
+        time.sleep(poll_s)
+
+
+def _check_cuda_untouched() -> None:
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise RuntimeError("gpu_pool.claim: CUDA was initialised before the job claimed its GPU, so "
+                           "CUDA_VISIBLE_DEVICES can no longer select it; claim before any CUDA call")

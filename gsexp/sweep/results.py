@@ -1,0 +1,153 @@
+"""A sweep's jobs as rows: read each job's summary.json, write results.csv and results.md."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import statistics
+from pathlib import Path
+
+import yaml
+
+METRICS = ("psnr", "ssim", "lpips", "size_mb", "num_gaussians", "render_ms", "train_seconds")
+STAGES = ("preprocess", "duplicate", "sort", "ranges", "blend", "backward")
+SEED = re.compile(r"^seed=")
+
+
+def job_dirs(sweep_dir: Path) -> list[Path]:
+    """Job folders (<number>_<name>, or anything holding .hydra/), by job number."""
+    found = [p for p in Path(sweep_dir).iterdir() if p.is_dir() and ((p / ".hydra").is_dir() or (p / "summary.json").exists())]
+
+    def number(p: Path):
+        head = p.name.split("_", 1)[0]
+        return (0, int(head)) if head.isdigit() else (1, p.name)
+
+    return sorted(found, key=number)
+
+
+def collect(sweep_dir) -> list[dict]:
+    """One row per job. A job that never wrote a summary (killed) is status 'missing'."""
+    sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        raise FileNotFoundError(f"sweep directory not found: {sweep_dir}")
+    rows = []
+    for i, job in enumerate(job_dirs(sweep_dir)):
+        path = job / "summary.json"
+        summary = json.loads(path.read_text()) if path.exists() else {"status": "missing"}
+        overrides = summary.get("overrides")
+        if overrides is None and (job / ".hydra" / "overrides.yaml").exists():
+            overrides = yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()) or []
+        overrides = list(overrides or [])
+        head = job.name.split("_", 1)[0]
+        row = {"job": int(head) if head.isdigit() else i, "dir": job.name,
+               "overrides": " ".join(overrides),
+               "variant": "",
+               "seed": next((o.split("=", 1)[1] for o in overrides if SEED.match(o)), ""),
+               "status": summary.get("status", "missing"), "error": summary.get("error", "")}
+        for key in METRICS:
+            row[key] = summary.get(key)
+        stage_ms = summary.get("stage_ms") or {}
+        for stage in sorted(stage_ms, key=lambda s: (STAGES.index(s) if s in STAGES else len(STAGES), s)):
+            row[f"stage_ms/{stage}"] = stage_ms[stage]
+        row["_overrides"] = overrides
+        rows.append(row)
+    # A variant is what sets a job apart: drop overrides every job shares, and the seed.
+    shared = set.intersection(*(set(r["_overrides"]) for r in rows)) if len(rows) > 1 else set()
+    for row in rows:
+        own = [o for o in row.pop("_overrides") if o not in shared and not SEED.match(o)]
+        row["variant"] = " ".join(own) or "default"
+    return rows
+
+
+def columns(rows: list[dict]) -> list[str]:
+    cols = []
+    for row in rows:
+        cols += [k for k in row if k not in cols]
+    return cols
+
+
+def write_csv(rows: list[dict], path) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns(rows) or ["job"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def read_csv(path) -> list[dict]:
+    """Rows back from results.csv, numbers as floats (empty cells as None)."""
+    def value(v: str):
+        if v == "":
+            return None
+        try:
+            return float(v)
+        except ValueError:
+            return v
+
+    with open(path, newline="") as f:
+        return [{k: (v if k in ("overrides", "variant", "seed", "status", "error", "dir") else value(v))
+                 for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def fmt(v, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}" if abs(v) < 1e4 else f"{v:.0f}"
+    return str(v)
+
+
+def by_variant(rows: list[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["status"] == "ok":
+            groups.setdefault(row["variant"], []).append(row)
+    return groups
+
+
+def mean_std(values) -> tuple[float, float]:
+    values = [float(v) for v in values if v is not None]
+    if not values:
+        return math.nan, math.nan
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def write_markdown(rows: list[dict], path, title: str = "Sweep results") -> None:
+    """Finished jobs as a table, then variants over seeds (mean ± std), then what did not run."""
+    stage_cols = [c for c in columns(rows) if c.startswith("stage_ms/")]
+    head = ["job", "variant", "seed", "PSNR", "SSIM", "LPIPS", "size MB", "#G", "render ms",
+            *[c.split("/", 1)[1] + " ms" for c in stage_cols], "train s"]
+    lines = [f"# {title}", "", f"{len(rows)} jobs: " + ", ".join(
+        f"{sum(r['status'] == s for r in rows)} {s}" for s in sorted({r['status'] for r in rows})), ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        cells = [r["job"], r["variant"], r["seed"] or "–", fmt(r["psnr"]), fmt(r["ssim"]), fmt(r["lpips"]),
+                 fmt(r["size_mb"], 3), fmt(r["num_gaussians"]), fmt(r["render_ms"], 3),
+                 *[fmt(r.get(c), 3) for c in stage_cols], fmt(r["train_seconds"], 3)]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    groups = by_variant(rows)
+    if any(len(g) > 1 for g in groups.values()):
+        lines += ["", "## Over seeds (mean ± std)", "", "| variant | runs | PSNR | SSIM | LPIPS | render ms |",
+                  "|---|---|---|---|---|---|"]
+        for variant, g in groups.items():
+            cells = [variant, len(g)] + [
+                "{:.4g} ± {:.2g}".format(*mean_std(r[k] for r in g)) for k in ("psnr", "ssim", "lpips", "render_ms")]
+            lines.append("| " + " | ".join(map(str, cells)) + " |")
+    others = [r for r in rows if r["status"] != "ok"]
+    if others:
+        lines += ["", "## Did not finish", "", "| job | overrides | status | error |", "|---|---|---|---|"]
+        for r in others:
+            error = (r["error"] or "").replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {r['job']} | {r['overrides']} | {r['status']} | {error} |")
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def summarize(sweep_dir) -> list[dict]:
+    """Write results.csv and results.md into the sweep directory; return the rows."""
+    sweep_dir = Path(sweep_dir)
+    rows = collect(sweep_dir)
+    write_csv(rows, sweep_dir / "results.csv")
+    write_markdown(rows, sweep_dir / "results.md", title=f"Sweep {sweep_dir.name}")
+    return rows

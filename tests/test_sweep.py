@@ -1,0 +1,203 @@
+"""Sweeps: the GPU pool, the results table, the dashboard, and tiny multiruns on every launcher."""
+import json
+import multiprocessing as mp
+import os
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from gsexp.dashboard import PLOTS, pareto_front
+from gsexp.sweep import gpu_pool
+from gsexp.sweep.results import collect, read_csv, summarize
+from test_train_config import compose_train
+from test_train_run import run_train
+
+
+# --- GPU pool ------------------------------------------------------------------------------------
+
+def _pool_job(lock_dir, devices, out_dir, job, reps):
+    """A worker process that runs `reps` jobs, each holding a device for a moment."""
+    for r in range(reps):
+        with gpu_pool.claim(lock_dir, devices, poll_s=0.01) as device:
+            start = time.monotonic()
+            time.sleep(0.05)
+            Path(out_dir, f"{job}_{r}.json").write_text(json.dumps({
+                "device": device, "start": start, "end": time.monotonic(), "pid": os.getpid(),
+                "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}))
+
+
+def test_pool_gives_each_running_job_its_own_device(tmp_path, monkeypatch):
+    monkeypatch.delenv(gpu_pool.PINNED_ENV, raising=False)
+    devices = ["3", "5"]  # fake device ids: the pool only hands out names
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_pool_job, args=(tmp_path / "locks", devices, tmp_path, j, 3)) for j in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    runs = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    assert len(runs) == 12 and {r["device"] for r in runs} == set(devices)
+    for r in runs:
+        assert r["visible"] == r["device"]  # the job sees only its device
+    for a in runs:  # no two jobs on one device at the same time
+        for b in runs:
+            if a is not b and a["device"] == b["device"]:
+                assert a["end"] <= b["start"] or b["end"] <= a["start"]
+    by_pid = {}
+    for r in runs:  # a worker keeps the device of its first job (CUDA reads the env once)
+        by_pid.setdefault(r["pid"], set()).add(r["device"])
+    assert all(len(d) == 1 for d in by_pid.values())
+
+
+def test_pool_without_devices_runs_on_the_cpu(tmp_path, monkeypatch):
+    monkeypatch.delenv(gpu_pool.PINNED_ENV, raising=False)
+    with gpu_pool.claim(tmp_path, []) as device:
+        assert device is None
+
+
+# --- results table and dashboard ----------------------------------------------------------------
+
+def fake_sweep(root: Path) -> Path:
+    jobs = [
+        (["rasterizer.blend=gemm", "seed=0"], {"status": "ok", "psnr": 30.0, "ssim": 0.9, "lpips": 0.1,
+                                               "render_ms": 2.0, "stage_ms": {"blend": 1.5, "sort": 0.5}}),
+        (["rasterizer.blend=gemm", "seed=1"], {"status": "ok", "psnr": 31.0, "ssim": 0.92, "lpips": 0.08,
+                                               "render_ms": 2.2, "stage_ms": {"blend": 1.6, "sort": 0.6}}),
+        (["rasterizer.blend=tcgs", "seed=0"], {"status": "ok", "psnr": 29.0, "ssim": 0.88, "lpips": 0.12,
+                                               "render_ms": 1.0, "stage_ms": {"blend": 0.6, "sort": 0.4}}),
+        (["rasterizer.blend=vanilla", "seed=0"], {"status": "failed", "error": "RuntimeError: boom"}),
+    ]
+    for i, (overrides, summary) in enumerate(jobs):
+        job = root / f"{i}_{','.join(overrides)}"
+        (job / ".hydra").mkdir(parents=True)
+        (job / "summary.json").write_text(json.dumps({**summary, "overrides": overrides}))
+    killed = root / "4_rasterizer.blend=vanilla,seed=1" / ".hydra"
+    killed.mkdir(parents=True)
+    (killed / "overrides.yaml").write_text("- rasterizer.blend=vanilla\n- seed=1\n")
+    return root
+
+
+def test_results_table_rows_seeds_and_failures(tmp_path):
+    rows = summarize(fake_sweep(tmp_path))
+    assert [r["job"] for r in rows] == [0, 1, 2, 3, 4]
+    assert [r["status"] for r in rows] == ["ok", "ok", "ok", "failed", "missing"]
+    assert rows[0]["variant"] == "rasterizer.blend=gemm" and rows[1]["seed"] == "1"
+    assert rows[0]["stage_ms/blend"] == 1.5
+    back = read_csv(tmp_path / "results.csv")
+    assert len(back) == 5 and back[1]["psnr"] == 31.0 and back[4]["status"] == "missing"
+    md = (tmp_path / "results.md").read_text()
+    assert "30.5 ± 0.71" in md  # gemm over two seeds
+    assert "RuntimeError: boom" in md and "missing" in md
+
+
+def test_pareto_front():
+    pts = [{"render_ms": 1.0, "psnr": 29.0}, {"render_ms": 2.0, "psnr": 30.5}, {"render_ms": 3.0, "psnr": 30.0},
+           {"render_ms": 0.5, "psnr": 20.0}]
+    assert [p["render_ms"] for p in pareto_front(pts, "psnr", True)] == [0.5, 1.0, 2.0]
+    lp = [{"render_ms": 1.0, "lpips": 0.2}, {"render_ms": 2.0, "lpips": 0.1}, {"render_ms": 3.0, "lpips": 0.3}]
+    assert [p["render_ms"] for p in pareto_front(lp, "lpips", False)] == [1.0, 2.0]
+
+
+def check_dashboard(sweep_dir: Path, rows: list[dict]):
+    from gsexp.dashboard import main
+
+    page = main([str(sweep_dir)])
+    html = page.read_text()
+    for name in PLOTS:
+        with Image.open(page.parent / name) as im:
+            im.load()
+            assert im.size[0] > 200 and im.size[1] > 100
+        assert f'src="{name}"' in html
+    for r in rows:
+        assert f"<td>{r['overrides']}</td>" in html
+
+
+def test_dashboard_on_a_fabricated_sweep(tmp_path):
+    check_dashboard(fake_sweep(tmp_path), collect(tmp_path))
+
+
+def test_dashboard_logs_table_and_charts_to_wandb_offline(tmp_path, monkeypatch):
+    from gsexp.dashboard import main
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    for var in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / "wandb_home" / var.lower()))
+    sweep = fake_sweep(tmp_path / "sweep")
+    main([str(sweep), "--wandb"])
+    (run,) = (sweep / "dashboard" / "wandb").glob("offline-run-*")
+    tables = [p.name for p in run.glob("files/media/table/*.table.json")]
+    assert any(t.startswith("results_") for t in tables)  # the whole table
+    assert any(t.startswith(("quality_vs_speed", "psnr_by_variant")) for t in tables)  # the charts' data
+    assert len(list(run.glob("files/media/images/*.png"))) == len(PLOTS)
+    assert f"sweep-{sweep.name}".encode() in next(run.glob("run-*.wandb")).read_bytes()
+
+
+# --- tiny multiruns ------------------------------------------------------------------------------
+
+def sweep_dir_of(root: Path) -> Path:
+    (sweep,) = (root / "multirun").iterdir()
+    return sweep
+
+
+@pytest.mark.slow
+def test_tiny_2x2_sweep_with_joblib(tmp_path):
+    """experiment=ablation_rasterizer_tiny (blend x precision) through the joblib launcher, wandb offline."""
+    run_train(["-m", "experiment=ablation_rasterizer_tiny", "hydra.launcher.n_jobs=2", "logger=wandb",
+               "eval_lpips=false"], tmp_path)
+    sweep = sweep_dir_of(tmp_path)
+    rows = read_csv(sweep / "results.csv")
+    assert sorted(r["variant"] for r in rows) == sorted(
+        f"rasterizer.blend={b} rasterizer.precision={p}" for b in ("gemm", "tcgs") for p in ("fp32", "fp16"))
+    assert all(r["status"] == "ok" and r["psnr"] > 5 and r["render_ms"] > 0 for r in rows)
+    assert all(r["stage_ms/blend"] > 0 for r in rows)
+    assert "| job | variant |" in (sweep / "results.md").read_text()
+    for job in sweep.iterdir():
+        if not (job / ".hydra").is_dir():
+            continue
+        (record,) = job.glob("wandb/offline-run-*/run-*.wandb")
+        data = record.read_bytes()  # the run record holds the group; history records the keys
+        assert f"sweep-{sweep.name}".encode() in data
+        for key in (b"train/loss", b"eval/psnr", b"eval/render_ms"):
+            assert key in data, key
+    check_dashboard(sweep, read_csv(sweep / "results.csv"))
+
+
+@pytest.mark.slow
+def test_sweep_lists_failed_and_invalid_jobs(tmp_path):
+    """Of four jobs, one fails at run time (init from points, the scene has none), two are
+    invalid combinations (vanilla in fp16) and never start, one trains."""
+    from test_train_run import TINY
+
+    tiny = [o for o in TINY if "num_points" not in o]
+    run_train(["-m", "data.options.num_points=0,200", "model.init=points", "rasterizer.blend=vanilla,tcgs",
+               "rasterizer.precision=fp16", *tiny, "iterations=10"], tmp_path)
+    rows = read_csv(sweep_dir_of(tmp_path) / "results.csv")
+    status = {r["variant"]: r["status"] for r in rows}
+    assert status == {"data.options.num_points=0 rasterizer.blend=vanilla": "invalid",
+                      "data.options.num_points=0 rasterizer.blend=tcgs": "failed",
+                      "data.options.num_points=200 rasterizer.blend=vanilla": "invalid",
+                      "data.options.num_points=200 rasterizer.blend=tcgs": "ok"}
+    md = (sweep_dir_of(tmp_path) / "results.md").read_text()
+    assert "no SfM points" in md and "vanilla blends in fp32" in md
+
+
+@pytest.mark.parametrize("launcher", ["gpus", "slurm", "joblib", "submitit_local"])
+def test_launcher_configs_compose(launcher):
+    cfg = compose_train([f"hydra/launcher={launcher}", "experiment=seeds_tiny"], hydra=True)
+    assert cfg.hydra.launcher._target_
+    if launcher == "slurm":
+        assert cfg.hydra.launcher.gpus_per_node == 1 and cfg.hydra.launcher.array_parallelism == 16
+        assert "partition" in cfg.hydra.launcher and cfg.hydra.launcher.timeout_min > 0
+
+
+@pytest.mark.slow
+def test_submitit_local_runs_two_tiny_jobs(tmp_path):
+    from test_train_run import TINY
+
+    run_train(["-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10", *TINY, "iterations=10",
+               "seed=0,1"], tmp_path)
+    rows = read_csv(sweep_dir_of(tmp_path) / "results.csv")
+    assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
