@@ -13,7 +13,7 @@ from gsexp.render.constants import BLENDS, PRECISIONS
 
 DATA_KINDS = ("blender", "transforms", "llff", "colmap", "synthetic")
 STRATEGIES = ("default", "mcmc", "none")
-COMPRESSIONS = ("none",)
+COMPRESSIONS = ("none", "prune", "vq", "prune_vq", "mask")
 LOGGERS = ("wandb", "none")
 BACKENDS = ("torch", "cuda")
 
@@ -57,6 +57,7 @@ class StrategyConfig:
 @dataclass
 class CompressConfig:
     name: str = "none"
+    options: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -151,6 +152,13 @@ def validate(cfg: DictConfig) -> DictConfig:
          "rasterizer.backend=cuda runs on a GPU; set device=cuda (or auto), or use rasterizer=torch on the CPU")
     choice("strategy.name", STRATEGIES)
     choice("compress.name", COMPRESSIONS)
+    if merged.compress.name != "none":
+        from gsexp.compress import make_compression
+
+        try:
+            make_compression(merged.compress.name, **OmegaConf.to_container(merged.compress.options))
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"config key 'compress.options': {err}") from None
     choice("logger.kind", LOGGERS)
     choice("device", ("cpu", "cuda", "auto"))
     choice("eval_lpips", ("auto", True, False))

@@ -29,8 +29,9 @@ def random_scene(seed: int, n: int = 60, width: int = 40, height: int = 32, sh_d
     return g, cam
 
 
-def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0)):
-    """INRIA's algorithm written pixel by pixel in float32 numpy, independent of gsexp.render."""
+def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), hits=None):
+    """INRIA's algorithm written pixel by pixel in float32 numpy, independent of gsexp.render.
+    `hits` (an [N] int array) counts, per Gaussian, the pixels it contributes to."""
     f32 = np.float32
     w2c = cam.world_to_camera.numpy().astype(f32)
     rot, trans = w2c[:3, :3], w2c[:3, 3]
@@ -73,7 +74,7 @@ def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0)):
         y0, y1 = min(tiles_y, max(0, int((py - radius) / 16))), min(tiles_y, max(0, int((py + radius + 15) / 16)))
         if (x1 - x0) * (y1 - y0) == 0:
             continue
-        splats.append(dict(depth=t[2], xy=(px, py), conic=(c / det, -b / det, a / det), o=opac[i],
+        splats.append(dict(index=i, depth=t[2], xy=(px, py), conic=(c / det, -b / det, a / det), o=opac[i],
                            color=colors[i], rect=(x0, x1, y0, y1)))
     splats.sort(key=lambda s: s["depth"])  # stable: equal depths keep index order
     image = np.zeros((3, cam.height, cam.width), f32)
@@ -98,6 +99,8 @@ def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0)):
                 if test_t < 1e-4:
                     break
                 rgb += s["color"] * alpha * T
+                if hits is not None:
+                    hits[s["index"]] += 1
                 T = test_t
             image[:, py, px] = rgb + T * np.asarray(background, f32)
             final_t[py, px] = T

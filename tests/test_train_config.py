@@ -54,6 +54,8 @@ def test_every_experiment_composes(experiment, shared, monkeypatch):
     (["data=blender", "data.path=/no/such/scene"], "data.path"),
     (["data=blender"], "data.path"),
     (["ssim_lambda=2"], "ssim_lambda"),
+    (["compress=prune", "+compress.options.ratoi=0.5"], "compress.options"),
+    (["compress=prune", "compress.options.ratio=1.5"], "compress.options"),
     (["+data.pathh=1"], "data.pathh"),
 ])
 def test_bad_configs_name_the_key(overrides, key):

@@ -42,7 +42,7 @@ def save_ply(gaussians: Gaussians, path) -> None:
     path = Path(path)
     g = gaussians.detach().to("cpu")
     n = len(g)
-    rest = g.sh[:, 1:, :].transpose(1, 2).reshape(n, -1)  # channel-major: all R, then G, then B
+    rest = g.sh[:, 1:, :].transpose(1, 2).reshape(n, 3 * (g.sh.shape[1] - 1))  # channel-major: all R, then G, then B
     cols = [g.means, torch.zeros(n, 3), g.sh[:, 0, :], rest, g.opacity_logits[:, None],
             g.log_scales, g.quats]
     data = np.ascontiguousarray(torch.cat([c.float() for c in cols], 1).numpy(), dtype="<f4")

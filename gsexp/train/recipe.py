@@ -19,6 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from gsexp import metrics
+from gsexp.compress import format as compressed_format
+from gsexp.compress import make_compression
 from gsexp.gaussians import Gaussians, save_ply
 from gsexp.render import render
 from gsexp.scene import load_scene
@@ -85,11 +87,11 @@ def lpips_available(cfg: DictConfig) -> bool:
         return False
 
 
-def evaluate(cfg, params, sh_degree, scene, device, logger, step, run_dir: Path, with_lpips: bool,
+def evaluate(cfg, g: Gaussians, scene, device, logger, step, run_dir: Path, with_lpips: bool,
              save_renders: bool) -> dict:
     """PSNR / SSIM / LPIPS on the test split, mean and per view; renders saved as PNG.
     Also the render latency: end to end and per stage (medians over the views, stage timing on)."""
-    g = to_gaussians(params, sh_degree)
+    g = g.detach()
     bg = tuple(scene.background)
     per_view, render_ms, stages = [], [], {}
     with torch.no_grad():
@@ -145,6 +147,9 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
 
     params = {k: torch.nn.Parameter(v.to(device)) for k, v in make_params(initial_gaussians(cfg, scene)).items()}
     optimizers = make_optimizers(params, scene.extent)
+    compression = make_compression(cfg.compress.name, **OmegaConf.to_container(cfg.compress.options, resolve=True)
+                                   ).scaled(cfg.iterations)
+    compression.setup(params, optimizers)  # e.g. the mask's own parameters
     strategy = make_strategy(cfg.strategy.name, scene_extent=scene.extent,
                              white_background=all(c >= 1.0 for c in scene.background),
                              **OmegaConf.to_container(cfg.strategy.options, resolve=True)).scaled(cfg.iterations)
@@ -173,11 +178,12 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
         bg = torch.rand(3).tolist() if cfg.random_background else tuple(scene.background)
         target = images[view]
 
-        out = render(to_gaussians(params, cfg.model.sh_degree), cameras[view], background=bg,
+        out = render(compression.gaussians(params, cfg.model.sh_degree), cameras[view], background=bg,
                      sh_degree=sh_degree, **rasterizer_args(cfg))
         l1 = (out.image - target).abs().mean()
         ssim = metrics.ssim(out.image, target)
-        loss = (1 - cfg.ssim_lambda) * l1 + cfg.ssim_lambda * (1 - ssim) + strategy.regularization(params)
+        loss = (1 - cfg.ssim_lambda) * l1 + cfg.ssim_lambda * (1 - ssim) + strategy.regularization(params) \
+            + compression.regularization(params)
         strategy.step_pre_backward(params, optimizers, state, step, out)
         loss.backward()
         strategy.step_post_backward(params, optimizers, state, step, out, cameras[view].width,
@@ -185,6 +191,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
         for opt in optimizers.values():
             opt.step()
             opt.zero_grad(set_to_none=True)
+        compression.step(params, optimizers, state, step, scene.train_cameras)
 
         if step % max(cfg.log_every, 1) == 0 or step == cfg.iterations - 1:
             with torch.no_grad():
@@ -197,21 +204,28 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
             bar.set_postfix(loss=f"{loss.item():.4f}", psnr=f"{train_psnr:.2f}", G=n)
         done = step + 1
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.iterations:
-            evaluate(cfg, params, cfg.model.sh_degree, scene, device, logger, done, run_dir, with_lpips, False)
+            evaluate(cfg, compression.gaussians(params, cfg.model.sh_degree), scene, device, logger, done, run_dir,
+                     with_lpips, False)
         if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.iterations:
             save_checkpoint(run_dir, done, payload(cfg, params, optimizers, state, done, order))
     bar.close()
     train_seconds = time.perf_counter() - started
 
-    result = evaluate(cfg, params, cfg.model.sh_degree, scene, device, logger, cfg.iterations, run_dir,
-                      with_lpips, True)
+    save_checkpoint(run_dir, cfg.iterations, payload(cfg, params, optimizers, state, cfg.iterations, order))
+    arrays = compression.finalize(params, scene.train_cameras, cfg.model.sh_degree)
+    if arrays is not None:  # evaluate and export what the compressed file holds
+        size_mb = compressed_format.save(run_dir / "compressed.npz", arrays)
+        params = {k: v.to(device) for k, v in make_params(compressed_format.decode(arrays)).items()}
+    result = evaluate(cfg, compression.gaussians(params, cfg.model.sh_degree), scene, device, logger,
+                      cfg.iterations, run_dir, with_lpips, True)
     ply = run_dir / "point_cloud.ply"
     save_ply(to_gaussians({k: v.detach().cpu() for k, v in params.items()}, cfg.model.sh_degree), ply)
-    save_checkpoint(run_dir, cfg.iterations, payload(cfg, params, optimizers, state, cfg.iterations, order))
+    if arrays is None:
+        size_mb = ply.stat().st_size / 2**20
     return {"psnr": result["psnr"], "ssim": result["ssim"], "lpips": result["lpips"],
             "per_view": result["per_view"], "num_gaussians": len(params["means"]),
             "iterations": cfg.iterations, "train_seconds": train_seconds,
-            "size_mb": ply.stat().st_size / 2**20, "render_ms": result["render_ms"],
+            "size_mb": size_mb, "render_ms": result["render_ms"],
             "stage_ms": result["stage_ms"], "overrides": list(overrides),
             "status": "ok"}
 

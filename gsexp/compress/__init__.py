@@ -1,0 +1,186 @@
+"""Compression variants, each a small component the training recipe calls at fixed points:
+
+    gaussians = to_gaussians(params, degree)       # what is rendered
+    compression.step(params, optimizers, state, step, cameras)   # after each optimizer step
+    arrays = compression.finalize(params, cameras)  # once at the end: the compressed file's arrays
+
+none: nothing. prune: LightGaussian's global-significance pruning once at `at_step`, then the
+rest of the run fine-tunes. vq: at the end, the SH rest of the least significant `fraction`
+of Gaussians goes to a significance-weighted k-means codebook, everything but positions to
+fp16. prune_vq: both. mask: Compact-3DGS's learnable mask. The compressed file's format is
+in gsexp/compress/format.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from gsexp.compress import format as fmt
+from gsexp.compress.significance import significance
+from gsexp.compress.vq import kmeans
+from gsexp.train.params import to_gaussians
+from gsexp.train.strategy import ops
+
+REFERENCE_ITERATIONS = 30_000
+
+
+@dataclass
+class NoCompression:
+    def scaled(self, total_iterations: int) -> "NoCompression":
+        return self
+
+    def setup(self, params, optimizers) -> None:
+        """Add the variant's own parameters (and their optimizers)."""
+
+    def gaussians(self, params, sh_degree: int):
+        """The Gaussians to render from the parameters (differentiable)."""
+        return to_gaussians(params, sh_degree)
+
+    def regularization(self, params):
+        return 0.0
+
+    def step(self, params, optimizers, state, step: int, cameras) -> None:
+        pass
+
+    def finalize(self, params, cameras, sh_degree: int):
+        """Arrays of the compressed file, or None when this variant writes none."""
+        return None
+
+
+@dataclass
+class Prune(NoCompression):
+    ratio: float = 0.66      # share of the Gaussians removed
+    beta: float = 0.1        # volume exponent of the significance
+    at_step: int = 25_000    # for a 30K-step run (scaled); the remaining steps fine-tune
+    pruned: int = 0
+
+    def __post_init__(self):
+        if not 0 <= self.ratio < 1:
+            raise ValueError(f"compress prune: ratio must be in [0, 1), got {self.ratio}")
+
+    def scaled(self, total_iterations: int) -> "Prune":
+        return dataclasses.replace(self, at_step=max(1, round(self.at_step * total_iterations / REFERENCE_ITERATIONS)))
+
+    def step(self, params, optimizers, state, step: int, cameras) -> None:
+        if step + 1 != self.at_step:
+            return
+        with torch.no_grad():
+            score = significance(to_gaussians(params, _degree(params)), cameras, self.beta)
+        drop = torch.zeros(len(score), dtype=torch.bool, device=score.device)
+        drop[torch.argsort(score)[: int(self.ratio * len(score))]] = True
+        ops.remove(params, optimizers, drop.to(params["means"].device), state)
+        self.pruned = int(drop.sum())
+
+
+@dataclass
+class VectorQuantize(NoCompression):
+    codes: int = 8192        # codebook size
+    fraction: float = 0.6    # least significant share whose SH rest is quantised
+    beta: float = 0.1
+    iterations: int = 10     # k-means (Lloyd) iterations
+
+    def __post_init__(self):
+        if not 0 <= self.fraction <= 1 or self.codes < 1:
+            raise ValueError(f"compress vq: need 0 <= fraction <= 1 and codes >= 1, got {self.fraction}, {self.codes}")
+
+    def finalize(self, params, cameras, sh_degree: int):
+        g = to_gaussians({k: v.detach() for k, v in params.items()}, sh_degree)
+        n, k = len(g), g.sh.shape[1]
+        mask = torch.zeros(n, dtype=torch.bool)
+        if k == 1 or n == 0 or self.fraction == 0:
+            return fmt.encode(g)
+        score = significance(g, cameras, self.beta).float().cpu()
+        mask[torch.argsort(score)[: int(self.fraction * n)]] = True
+        rest = g.sh.detach().cpu()[mask, 1:].reshape(int(mask.sum()), -1)
+        codebook, index = kmeans(rest, self.codes, weights=score[mask] + 1e-6, iterations=self.iterations)
+        return fmt.encode(g, mask, codebook, index)
+
+
+@dataclass
+class PruneVQ(Prune):
+    codes: int = 8192
+    fraction: float = 0.6
+    iterations: int = 10
+
+    def finalize(self, params, cameras, sh_degree: int):
+        vq = VectorQuantize(self.codes, self.fraction, self.beta, self.iterations)
+        return vq.finalize(params, cameras, sh_degree)
+
+
+@dataclass
+class Mask(NoCompression):
+    """Compact-3DGS's learnable mask: m = sigmoid(logit) per Gaussian, a hard mask m > threshold
+    used straight-through on scale and opacity, lambda * mean(m) in the loss, and masked
+    Gaussians removed every `remove_every` steps and at the end."""
+
+    lam: float = 0.0005
+    threshold: float = 0.01
+    lr: float = 0.01
+    remove_every: int = 1000  # for a 30K-step run (scaled)
+    removed: int = 0
+
+    def scaled(self, total_iterations: int) -> "Mask":
+        return dataclasses.replace(
+            self, remove_every=max(1, round(self.remove_every * total_iterations / REFERENCE_ITERATIONS)))
+
+    def setup(self, params, optimizers) -> None:
+        if "mask_logits" not in params:  # a resumed run brings its own
+            means = params["means"]
+            params["mask_logits"] = torch.nn.Parameter(torch.ones(len(means), device=means.device))
+        optimizers["mask_logits"] = torch.optim.Adam(
+            [{"params": [params["mask_logits"]], "lr": self.lr, "name": "mask_logits"}], eps=1e-15)
+
+    def gaussians(self, params, sh_degree: int):
+        g = to_gaussians(params, sh_degree)
+        if "mask_logits" not in params:
+            return g
+        soft = torch.sigmoid(params["mask_logits"])
+        hard = soft + ((soft > self.threshold).to(soft) - soft).detach()  # straight-through
+        # scale * m: log_scale + log m (m = 0 gives -inf: a point of zero size, never drawn);
+        # opacity * m: its logit as logit(sigmoid(o) * m).
+        opacity = torch.sigmoid(params["opacity_logits"]) * hard
+        g.log_scales = g.log_scales + torch.log(hard.clamp_min(1e-12))[:, None]
+        g.opacity_logits = torch.logit(opacity.clamp(1e-12, 1 - 1e-7))
+        return g
+
+    def regularization(self, params):
+        return self.lam * torch.sigmoid(params["mask_logits"]).mean() if "mask_logits" in params else 0.0
+
+    def step(self, params, optimizers, state, step: int, cameras) -> None:
+        if (step + 1) % self.remove_every == 0:
+            self._remove(params, optimizers, state)
+
+    def finalize(self, params, cameras, sh_degree: int):
+        self._remove(params, {}, None)
+        params.pop("mask_logits", None)
+        return None
+
+    def _remove(self, params, optimizers, state) -> None:
+        with torch.no_grad():
+            drop = torch.sigmoid(params["mask_logits"]) <= self.threshold
+        if drop.all():
+            raise ValueError(f"compress mask: every Gaussian is masked out; lower compress.options.lam "
+                             f"(now {self.lam}) or compress.options.lr (now {self.lr})")
+        if drop.any():
+            ops.remove(params, optimizers, drop, state)
+            self.removed += int(drop.sum())
+
+
+def _degree(params) -> int:
+    return int(round((params["shN"].shape[1] + 1) ** 0.5)) - 1
+
+
+COMPRESSIONS = {"none": NoCompression, "prune": Prune, "vq": VectorQuantize, "prune_vq": PruneVQ, "mask": Mask}
+
+
+def make_compression(name: str, **options):
+    if name not in COMPRESSIONS:
+        raise ValueError(f"compress: unknown variant {name!r}; options: {', '.join(COMPRESSIONS)}")
+    cls = COMPRESSIONS[name]
+    fields = {f.name for f in dataclasses.fields(cls)} - {"pruned", "removed"}
+    unknown = set(options) - fields
+    if unknown:
+        raise ValueError(f"compress {name}: no option(s) {sorted(unknown)}; options: {sorted(fields)}")
+    return cls(**options)

@@ -1,0 +1,106 @@
+"""Compression: significance against a brute-force pixel loop, k-means, the compressed format."""
+import numpy as np
+import pytest
+import torch
+
+from gsexp.compress.significance import hit_counts, significance
+from gsexp.compress.vq import kmeans
+from render_helpers import naive_render, random_scene
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hits_equal_a_pixel_by_pixel_count(seed):
+    g, cam = random_scene(seed, n=80, width=40, height=32)
+    hits = np.zeros(len(g), dtype=np.int64)
+    naive_render(g, cam, hits=hits)
+    assert hits.sum() > 500
+    assert np.array_equal(hit_counts(g, cam).numpy(), hits)
+
+
+def test_significance_formula():
+    g, cam = random_scene(3, n=60, width=40, height=32)
+    cams = [cam, cam]
+    hits = hit_counts(g, cam).double() * 2
+    volume = g.log_scales.double().sum(-1).exp()
+    v90 = np.sort(volume.numpy())[int(0.1 * (len(volume) - 1))]  # 90% of the volumes exceed it
+    want = hits * g.opacities.double() * (volume / v90) ** 0.1
+    assert torch.allclose(significance(g, cams, beta=0.1), want, rtol=0.05)  # quantile interpolation
+    assert torch.equal(significance(g, cams, beta=0.0), hits * g.opacities.double())
+
+
+def test_kmeans_error_falls_as_the_codebook_grows():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(4000, 45, generator=gen) * torch.linspace(0.1, 1.0, 45)
+    errors = []
+    for k in (16, 64, 256, 1024):
+        codes, idx = kmeans(x, k, iterations=8)
+        errors.append(((x - codes[idx]) ** 2).sum(1).mean().item())
+    assert all(a > b for a, b in zip(errors, errors[1:])), errors
+    codes, idx = kmeans(x[:50], 100)  # more codes than points: exact
+    assert torch.allclose(codes[idx], x[:50])
+
+
+def test_kmeans_weights_pull_codes():
+    x = torch.tensor([[0.0], [1.0], [10.0]])
+    codes, idx = kmeans(x, 1, weights=torch.tensor([1.0, 1.0, 0.0]))
+    assert codes[0, 0] == pytest.approx(0.5)
+
+
+def test_format_round_trip_with_and_without_vq(tmp_path):
+    from gsexp.compress import format as fmt
+
+    g, _ = random_scene(4, n=300, width=40, height=32, sh_degree=3)
+    fmt.save(tmp_path / "a.npz", fmt.encode(g))
+    plain = fmt.load(tmp_path / "a.npz")
+    assert len(plain) == 300 and plain.sh_degree == 3
+    assert torch.equal(plain.means, g.means)  # positions kept in fp32
+    for name in ("log_scales", "quats", "opacity_logits", "sh"):
+        a, b = getattr(plain, name), getattr(g, name)
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-3), name  # fp16
+
+    mask = torch.arange(300) % 3 != 0
+    codes, idx = kmeans(g.sh[mask, 1:].reshape(int(mask.sum()), -1), 32)
+    size = fmt.save(tmp_path / "b.npz", fmt.encode(g, mask, codes, idx))
+    back = fmt.load(tmp_path / "b.npz")
+    assert torch.allclose(back.sh[mask, 1:].reshape(int(mask.sum()), -1), codes[idx], atol=1e-3)
+    assert torch.allclose(back.sh[~mask], g.sh[~mask], atol=1e-3)
+    assert size < (tmp_path / "a.npz").stat().st_size / 2**20  # the codebook is smaller
+    with pytest.raises(ValueError, match="codebook"):
+        fmt.encode(g, mask, codes, idx[:5])
+    with pytest.raises(FileNotFoundError, match="nope.npz"):
+        fmt.load(tmp_path / "nope.npz")
+
+
+@pytest.mark.slow
+def test_training_with_prune_vq_writes_a_smaller_file(tmp_path):
+    import json
+
+    from gsexp.compress import format as fmt
+    from test_train_run import TINY, run_train
+
+    tiny = [o for o in TINY if not o.startswith("model.sh_degree")] + ["model.sh_degree=2"]
+    run_train([*tiny, "iterations=45", "compress=prune_vq", "compress.options.codes=32"], tmp_path / "c")
+    run_train([*tiny, "iterations=45"], tmp_path / "plain")
+    (c_dir,) = [p.parent for p in (tmp_path / "c").rglob("summary.json")]
+    (p_dir,) = [p.parent for p in (tmp_path / "plain").rglob("summary.json")]
+    c, p = (json.loads((d / "summary.json").read_text()) for d in (c_dir, p_dir))
+    assert c["status"] == "ok" and c["psnr"] > 5
+    assert c["num_gaussians"] == pytest.approx(0.34 * p["num_gaussians"], abs=2)  # 66% pruned at step 38
+    assert c["size_mb"] == pytest.approx((c_dir / "compressed.npz").stat().st_size / 2**20)
+    assert c["size_mb"] < p["size_mb"] / 5
+    g = fmt.load(c_dir / "compressed.npz")
+    assert len(g) == c["num_gaussians"] and g.sh_degree == 2
+
+
+@pytest.mark.slow
+def test_mask_removes_gaussians_during_training(tmp_path):
+    import json
+
+    from test_train_run import TINY, run_train
+
+    run_train([*TINY, "iterations=120", "model.init=random", "model.num_random=600", "compress=mask",
+               "compress.options.lam=1", "compress.options.lr=0.1"], tmp_path)
+    (path,) = tmp_path.rglob("summary.json")
+    s = json.loads(path.read_text())
+    assert s["status"] == "ok" and s["psnr"] > 5
+    assert 100 < s["num_gaussians"] < 600  # a random cloud, no densification: the mask drops some
