@@ -54,7 +54,6 @@ class Prune(NoCompression):
     ratio: float = 0.66      # share of the Gaussians removed
     beta: float = 0.1        # volume exponent of the significance
     at_step: int = 25_000    # for a 30K-step run (scaled); the remaining steps fine-tune
-    pruned: int = 0
 
     def __post_init__(self):
         if not 0 <= self.ratio < 1:
@@ -71,7 +70,6 @@ class Prune(NoCompression):
         drop = torch.zeros(len(score), dtype=torch.bool, device=score.device)
         drop[torch.argsort(score)[: int(self.ratio * len(score))]] = True
         ops.remove(params, optimizers, drop.to(params["means"].device), state)
-        self.pruned = int(drop.sum())
 
 
 @dataclass
@@ -119,7 +117,6 @@ class Mask(NoCompression):
     threshold: float = 0.01
     lr: float = 0.01
     remove_every: int = 1000  # for a 30K-step run (scaled)
-    removed: int = 0
 
     def scaled(self, total_iterations: int) -> "Mask":
         return dataclasses.replace(
@@ -165,7 +162,6 @@ class Mask(NoCompression):
                              f"(now {self.lam}) or compress.options.lr (now {self.lr})")
         if drop.any():
             ops.remove(params, optimizers, drop, state)
-            self.removed += int(drop.sum())
 
 
 def _degree(params) -> int:
@@ -179,7 +175,7 @@ def make_compression(name: str, **options):
     if name not in COMPRESSIONS:
         raise ValueError(f"compress: unknown variant {name!r}; options: {', '.join(COMPRESSIONS)}")
     cls = COMPRESSIONS[name]
-    fields = {f.name for f in dataclasses.fields(cls)} - {"pruned", "removed"}
+    fields = {f.name for f in dataclasses.fields(cls)}
     unknown = set(options) - fields
     if unknown:
         raise ValueError(f"compress {name}: no option(s) {sorted(unknown)}; options: {sorted(fields)}")
