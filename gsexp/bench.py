@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from gsexp import metrics
-from gsexp.gaussians import Gaussians, load_ply, num_sh_bases
+from gsexp.gaussians import Gaussians, load_ply, sh_degree_of
 from gsexp.render import BACKENDS, render
 from gsexp.render.constants import NEAR_PLANE
 from gsexp.scene import KINDS, Camera, load_scene, look_at
@@ -100,10 +100,10 @@ def load_checkpoint_gaussians(path: Path) -> Gaussians:
     params = payload.get("params") if isinstance(payload, dict) else None
     if not isinstance(params, dict) or "shN" not in params:
         raise ValueError(f"{path} is not a gsexp trainer checkpoint (no 'params' with 'shN')")
-    bases = 1 + params["shN"].shape[1]  # the stored degree, whatever the run's schedule reached
-    degree = round(math.sqrt(bases)) - 1
-    if num_sh_bases(degree) != bases:
-        raise ValueError(f"{path}: {bases} SH coefficients per Gaussian is no SH degree")
+    try:  # the stored degree, whatever the run's schedule reached
+        degree = sh_degree_of(1 + params["shN"].shape[1])
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
     return to_gaussians(params, degree).detach()
 
 

@@ -9,13 +9,12 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gsexp.render.constants import BLENDS, PRECISIONS
+from gsexp.render.constants import BACKENDS, BLENDS, PRECISIONS
 
 DATA_KINDS = ("blender", "transforms", "llff", "colmap", "synthetic")
 STRATEGIES = ("default", "mcmc", "none")
 COMPRESSIONS = ("none", "prune", "vq", "prune_vq", "mask")
 LOGGERS = ("wandb", "none")
-BACKENDS = ("torch", "cuda")
 
 
 @dataclass

@@ -45,3 +45,12 @@ def test_shape_errors_name_the_field():
         Gaussians(torch.zeros(4, 3), torch.zeros(4, 2), torch.zeros(4, 4), torch.zeros(4), torch.zeros(4, 1, 3))
     with pytest.raises(ValueError, match="sh_degree"):
         Gaussians(torch.zeros(4, 3), torch.zeros(4, 3), torch.zeros(4, 4), torch.zeros(4), torch.zeros(4, 1, 3), 5)
+
+
+def test_sh_degree_of_inverts_num_sh_bases():
+    from gsexp.gaussians import num_sh_bases, sh_degree_of
+
+    assert [sh_degree_of(num_sh_bases(d)) for d in range(4)] == [0, 1, 2, 3]
+    for bad in (0, 2, 8, 25):
+        with pytest.raises(ValueError, match="no SH degree"):
+            sh_degree_of(bad)

@@ -20,10 +20,15 @@ import torch
 from gsexp.compress import format as fmt
 from gsexp.compress.significance import significance
 from gsexp.compress.vq import kmeans
+from gsexp.gaussians.sh import sh_degree_of
 from gsexp.train.params import to_gaussians
 from gsexp.train.strategy import ops
+from gsexp.train.strategy.base import REFERENCE_ITERATIONS
 
-REFERENCE_ITERATIONS = 30_000
+
+def _steps(value: int, total_iterations: int) -> int:
+    """A step count written for a 30K-step run, scaled to `total_iterations` (>= 1)."""
+    return max(1, round(value * total_iterations / REFERENCE_ITERATIONS))
 
 
 @dataclass
@@ -60,13 +65,13 @@ class Prune(NoCompression):
             raise ValueError(f"compress prune: ratio must be in [0, 1), got {self.ratio}")
 
     def scaled(self, total_iterations: int) -> "Prune":
-        return dataclasses.replace(self, at_step=max(1, round(self.at_step * total_iterations / REFERENCE_ITERATIONS)))
+        return dataclasses.replace(self, at_step=_steps(self.at_step, total_iterations))
 
     def step(self, params, optimizers, state, step: int, cameras) -> None:
         if step + 1 != self.at_step:
             return
         with torch.no_grad():
-            score = significance(to_gaussians(params, _degree(params)), cameras, self.beta)
+            score = significance(to_gaussians(params, sh_degree_of(1 + params["shN"].shape[1])), cameras, self.beta)
         drop = torch.zeros(len(score), dtype=torch.bool, device=score.device)
         drop[torch.argsort(score)[: int(self.ratio * len(score))]] = True
         ops.remove(params, optimizers, drop.to(params["means"].device), state)
@@ -119,8 +124,7 @@ class Mask(NoCompression):
     remove_every: int = 1000  # for a 30K-step run (scaled)
 
     def scaled(self, total_iterations: int) -> "Mask":
-        return dataclasses.replace(
-            self, remove_every=max(1, round(self.remove_every * total_iterations / REFERENCE_ITERATIONS)))
+        return dataclasses.replace(self, remove_every=_steps(self.remove_every, total_iterations))
 
     def setup(self, params, optimizers) -> None:
         if "mask_logits" not in params:  # a resumed run brings its own
@@ -162,10 +166,6 @@ class Mask(NoCompression):
                              f"(now {self.lam}) or compress.options.lr (now {self.lr})")
         if drop.any():
             ops.remove(params, optimizers, drop, state)
-
-
-def _degree(params) -> int:
-    return int(round((params["shN"].shape[1] + 1) ** 0.5)) - 1
 
 
 COMPRESSIONS = {"none": NoCompression, "prune": Prune, "vq": VectorQuantize, "prune_vq": PruneVQ, "mask": Mask}

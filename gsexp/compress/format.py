@@ -16,12 +16,12 @@ A file without vector quantisation has an all-False vq_mask and an empty codeboo
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from gsexp.atomic import atomic_write
 from gsexp.gaussians import Gaussians
 
 FORMAT = "gsexp-compressed-1"
@@ -71,12 +71,8 @@ def decode(arrays) -> Gaussians:
 def save(path, arrays: dict) -> float:
     """Write atomically (a temp file, then rename); returns the size in MB (2^20 bytes)."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+    with atomic_write(path) as f:
         np.savez_compressed(f, **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
     return path.stat().st_size / 2**20
 
 

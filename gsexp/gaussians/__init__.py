@@ -1,6 +1,6 @@
 from gsexp.gaussians.model import Gaussians, mean_knn_distance
 from gsexp.gaussians.ply import load_ply, save_ply
-from gsexp.gaussians.sh import eval_sh, num_sh_bases, rgb_to_sh, sh_to_rgb
+from gsexp.gaussians.sh import eval_sh, num_sh_bases, rgb_to_sh, sh_degree_of, sh_to_rgb
 
-__all__ = ["Gaussians", "load_ply", "save_ply", "eval_sh", "num_sh_bases", "rgb_to_sh",
+__all__ = ["Gaussians", "load_ply", "save_ply", "eval_sh", "num_sh_bases", "sh_degree_of", "rgb_to_sh",
            "sh_to_rgb", "mean_knn_distance"]

@@ -5,14 +5,13 @@ Reads the INRIA layout and the PlayCanvas/SuperSplat "compressed" PLY.
 """
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 
 import numpy as np
 import torch
 from plyfile import PlyData, PlyElement, PlyParseError
 
+from gsexp.atomic import atomic_write
 from gsexp.gaussians.model import Gaussians
 from gsexp.gaussians.sh import C0, num_sh_bases
 
@@ -50,18 +49,8 @@ def save_ply(gaussians: Gaussians, path) -> None:
     vertex = data.view(np.dtype([(name, "<f4") for name in names])).reshape(n)
     ply = PlyData([PlyElement.describe(vertex, "vertex")], text=False, byte_order="<")
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # a plain open() (not mkstemp) so the final file gets the usual umask permissions
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "xb") as f:
-            ply.write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as f:
+        ply.write(f)
 
 
 # ----------------------------------------------------------------------------- reading

@@ -15,6 +15,14 @@ def num_sh_bases(degree: int) -> int:
     return (degree + 1) ** 2
 
 
+def sh_degree_of(num_bases: int) -> int:
+    """The SH degree that has `num_bases` coefficients per channel (1, 4, 9 or 16)."""
+    degree = round(num_bases ** 0.5) - 1
+    if not 0 <= degree <= 3 or num_sh_bases(degree) != num_bases:
+        raise ValueError(f"{num_bases} SH coefficients per channel is no SH degree (1, 4, 9 or 16)")
+    return degree
+
+
 def sh_basis(dirs: torch.Tensor, degree: int) -> torch.Tensor:
     """Basis values [N, (degree+1)^2] at unit directions [N, 3]."""
     x, y, z = dirs.unbind(-1)

@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gsexp.render import reference
-
-BACKENDS = ("torch", "cuda")
+from gsexp.render.constants import BACKENDS
 
 
 @dataclass

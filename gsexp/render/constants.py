@@ -13,5 +13,6 @@ ALPHA_MIN = 1.0 / 255.0  # pairs with alpha below this are skipped
 LOG_ALPHA_MIN = -math.log(255.0)  # EarlyCull threshold on beta = ln(o) + power
 T_MIN = 1e-4            # a pixel stops once its transmittance would fall below this
 
+BACKENDS = ("torch", "cuda")
 BLENDS = ("vanilla", "gemm", "tcgs")
 PRECISIONS = ("fp32", "tf32", "fp16")

@@ -17,6 +17,7 @@ SOURCES = ("ext.cpp", "preprocess.cu", "binning.cu", "blend_vanilla.cu", "backwa
 # Same flags for every variant: sm_90a code (Hopper) plus compute_90 PTX for newer GPUs.
 NVCC_FLAGS = ["-O3", "--use_fast_math", "-lineinfo",
               "-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_90,code=compute_90"]
+CUDA_HOME_GUESSES = ("/usr/local/cuda",)  # tried after $CUDA_HOME, $CUDA_PATH and torch's guess
 FALLBACK = "use rasterizer=torch (render(..., backend='torch')) to run without CUDA"
 
 _module = None
@@ -51,7 +52,7 @@ def check_toolchain() -> None:
         raise CudaUnavailable(f"the CUDA rasterizer needs a CUDA build of torch; this is {torch.__version__} "
                               f"(CPU only). Install a CUDA build, or {FALLBACK}.")
     # torch guesses CUDA_HOME from `which nvcc`, which can be a wrapper outside the toolkit.
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), cpp.CUDA_HOME, "/usr/local/cuda"):
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), cpp.CUDA_HOME, *CUDA_HOME_GUESSES):
         if home and (Path(home) / "bin" / "nvcc").exists() and (Path(home) / "include" / "cuda_runtime.h").exists():
             cpp.CUDA_HOME = home
             return
