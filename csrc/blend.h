@@ -20,6 +20,7 @@ struct BlendArgs {
   float* image;    // [3,H,W] with the background composited
   float* final_T;  // [H,W]
   int* n_contrib;  // [H,W] list position (1-based) of the last contributor
+  int* hit_counts;  // [N] or null: pixels each Gaussian contributes to, added (vanilla only)
 };
 
 void launch_blend_vanilla(const BlendArgs& args, cudaStream_t stream);

@@ -6,10 +6,15 @@
 
 namespace {
 
+// COUNT: also add, per Gaussian, the number of pixels it contributes to (args.hit_counts),
+// through per-batch shared counters flushed once per batch.
+template <bool COUNT>
 __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs args) {
   __shared__ float2 s_xy[BLOCK_PIXELS];
   __shared__ float4 s_co[BLOCK_PIXELS];
   __shared__ float s_rgb[BLOCK_PIXELS][3];
+  __shared__ int s_id[COUNT ? BLOCK_PIXELS : 1];
+  __shared__ int s_hits[COUNT ? BLOCK_PIXELS : 1];
 
   const TilePixel tp = tile_pixel(args.ranges, args.tiles_x, args.width, args.height);
   const int px = tp.x, py = tp.y;
@@ -31,6 +36,10 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs a
       s_xy[threadIdx.x] = means2d[id];
       s_co[threadIdx.x] = conic_opacity[id];
       for (int ch = 0; ch < 3; ++ch) s_rgb[threadIdx.x][ch] = args.colors[3 * id + ch];
+      if constexpr (COUNT) {
+        s_id[threadIdx.x] = id;
+        s_hits[threadIdx.x] = 0;
+      }
     }
     __syncthreads();
     int count = min(BLOCK_PIXELS, range.y - base);
@@ -49,6 +58,11 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs a
       for (int ch = 0; ch < 3; ++ch) C[ch] += s_rgb[j][ch] * alpha * T;
       T = next_T;
       last = base + j - range.x + 1;
+      if constexpr (COUNT) atomicAdd(&s_hits[j], 1);
+    }
+    if constexpr (COUNT) {
+      __syncthreads();
+      if (threadIdx.x < count && s_hits[threadIdx.x] > 0) atomicAdd(&args.hit_counts[s_id[threadIdx.x]], s_hits[threadIdx.x]);
     }
   }
   if (!inside) return;
@@ -63,5 +77,8 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs a
 void launch_blend_vanilla(const BlendArgs& args, cudaStream_t stream) {
   int tiles = args.tiles_x * args.tiles_y;
   if (tiles == 0) return;
-  blend_vanilla_kernel<<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  if (args.hit_counts)
+    blend_vanilla_kernel<true><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else
+    blend_vanilla_kernel<false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
 }

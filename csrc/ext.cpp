@@ -6,6 +6,7 @@
 #include <torch/extension.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,24 +93,43 @@ BlendFn find_blend(const std::string& name) {
   return nullptr;
 }
 
-}  // namespace
-
-std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
-    torch::Tensor means, torch::Tensor scales, torch::Tensor quats, torch::Tensor opacities,
-    torch::Tensor sh, int64_t degree, std::vector<double> camera, torch::Tensor background,
-    std::string blend, bool timing) {
+GaussianParams params(const torch::Tensor& means, const torch::Tensor& log_scales, const torch::Tensor& quats,
+                      const torch::Tensor& opacity_logits, const torch::Tensor& sh) {
   const int64_t n = means.size(0);
   check_input(means, "means", {n, 3});
-  check_input(scales, "scales", {n, 3});
+  check_input(log_scales, "log_scales", {n, 3});
   check_input(quats, "quats", {n, 4});
-  check_input(opacities, "opacities", {n});
+  check_input(opacity_logits, "opacity_logits", {n});
   check_input(sh, "sh", {n, -1, 3});
+  return {means.data_ptr<float>(), log_scales.data_ptr<float>(), quats.data_ptr<float>(),
+          opacity_logits.data_ptr<float>(), sh.data_ptr<float>()};
+}
+
+}  // namespace
+
+// means2d: an [N,2] buffer the projected means are written into (the caller's gradient holder).
+// hit_counts: an optional [N] int32 the vanilla blend adds each Gaussian's contributed pixels to.
+std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
+    torch::Tensor means, torch::Tensor log_scales, torch::Tensor quats, torch::Tensor opacity_logits,
+    torch::Tensor sh, torch::Tensor means2d, int64_t degree, std::vector<double> camera,
+    torch::Tensor background, std::string blend, bool timing, std::optional<torch::Tensor> hit_counts) {
+  const int64_t n = means.size(0);
+  const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh);
+  check_input(means2d, "means2d", {n, 2});
   check_input(background, "background", {3});
   const int num_bases = (int)sh.size(1);
   TORCH_CHECK(degree >= 0 && degree <= 3 && (degree + 1) * (degree + 1) <= num_bases,
               "gsexp cuda rasterizer: sh_degree ", degree, " needs ", (degree + 1) * (degree + 1),
               " SH coefficients, the Gaussians have ", num_bases);
   BlendFn blend_fn = find_blend(blend);
+  int* hits = nullptr;
+  if (hit_counts) {
+    TORCH_CHECK(blend == "vanilla", "gsexp cuda rasterizer: hit counts come from the vanilla blend, not '", blend, "'");
+    TORCH_CHECK(hit_counts->is_cuda() && hit_counts->scalar_type() == torch::kInt32 && hit_counts->is_contiguous() &&
+                    hit_counts->dim() == 1 && hit_counts->size(0) == n,
+                "gsexp cuda rasterizer: hit_counts must be a contiguous int32 CUDA tensor of shape [", n, "]");
+    hits = hit_counts->data_ptr<int>();
+  }
   const Camera cam = make_camera(camera);
   const c10::cuda::OptionalCUDAGuard guard(device_of(means));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
@@ -117,14 +137,12 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   auto i32 = f32.dtype(torch::kInt32);
   StageTimer timer(timing, stream);
 
-  auto means2d = torch::zeros({n, 2}, f32);
-  auto conic_opacity = torch::zeros({n, 4}, f32);
-  auto colors = torch::zeros({n, 3}, f32);
+  auto conic_opacity = torch::empty({n, 4}, f32);  // preprocess writes every entry
+  auto colors = torch::empty({n, 3}, f32);
   auto depths = torch::empty({n}, f32);
   auto radii = torch::empty({n}, i32);
   auto touched = torch::empty({n}, i32);
-  launch_preprocess((int)n, means.data_ptr<float>(), scales.data_ptr<float>(), quats.data_ptr<float>(),
-                    opacities.data_ptr<float>(), sh.data_ptr<float>(), num_bases, (int)degree, cam,
+  launch_preprocess((int)n, g, num_bases, (int)degree, cam,
                     {means2d.data_ptr<float>(), conic_opacity.data_ptr<float>(), colors.data_ptr<float>(),
                      depths.data_ptr<float>(), radii.data_ptr<int>(), touched.data_ptr<int>()},
                     stream);
@@ -169,22 +187,23 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   BlendArgs args{ranges.data_ptr<int>(), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
                  conic_opacity.data_ptr<float>(), colors.data_ptr<float>(), background.data_ptr<float>(),
                  nullptr, cam.width, cam.height, cam.tiles_x, cam.tiles_y,
-                 image.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>()};
+                 image.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>(), hits};
   blend_fn(args, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("blend");
 
-  return {{image, final_T, n_contrib, means2d, conic_opacity, colors, depths, radii, point_list, ranges},
-          timer.read()};
+  return {{image, final_T, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges}, timer.read()};
 }
 
 std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
-    torch::Tensor means, torch::Tensor scales, torch::Tensor quats, torch::Tensor sh, int64_t degree,
-    std::vector<double> camera, torch::Tensor background, torch::Tensor radii, torch::Tensor means2d,
+    torch::Tensor means, torch::Tensor log_scales, torch::Tensor quats, torch::Tensor opacity_logits,
+    torch::Tensor sh, int64_t degree, std::vector<double> camera, torch::Tensor background,
+    torch::Tensor radii, torch::Tensor means2d,
     torch::Tensor conic_opacity, torch::Tensor colors, torch::Tensor point_list, torch::Tensor ranges,
     torch::Tensor final_T, torch::Tensor n_contrib, torch::Tensor grad_image, torch::Tensor grad_alpha,
     bool timing) {
   const int64_t n = means.size(0);
+  const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh);
   const Camera cam = make_camera(camera);
   check_input(grad_image, "grad_image", {3, cam.height, cam.width});
   check_input(grad_alpha, "grad_alpha", {cam.height, cam.width});
@@ -207,19 +226,22 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
   launch_blend_backward(args, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
+  // Culled Gaussians get zero gradients; the kernel writes only the visible ones.
   auto grad_means = torch::zeros({n, 3}, f32);
-  auto grad_scales = torch::zeros({n, 3}, f32);
+  auto grad_log_scales = torch::zeros({n, 3}, f32);
   auto grad_quats = torch::zeros({n, 4}, f32);
   auto grad_sh = torch::zeros_like(sh);
-  launch_preprocess_backward((int)n, means.data_ptr<float>(), scales.data_ptr<float>(),
-                             quats.data_ptr<float>(), sh.data_ptr<float>(), (int)sh.size(1), (int)degree,
-                             cam, radii.data_ptr<int>(), grad_means2d.data_ptr<float>(),
-                             grad_conic.data_ptr<float>(), grad_colors.data_ptr<float>(),
-                             grad_means.data_ptr<float>(), grad_scales.data_ptr<float>(),
-                             grad_quats.data_ptr<float>(), grad_sh.data_ptr<float>(), stream);
+  launch_preprocess_backward((int)n, g, (int)sh.size(1), (int)degree, cam, radii.data_ptr<int>(),
+                             grad_means2d.data_ptr<float>(), grad_conic.data_ptr<float>(),
+                             grad_colors.data_ptr<float>(),
+                             {grad_means.data_ptr<float>(), grad_log_scales.data_ptr<float>(),
+                              grad_quats.data_ptr<float>(), grad_opacity.data_ptr<float>(),
+                              grad_sh.data_ptr<float>()},
+                             stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("backward");
-  return {{grad_means, grad_scales, grad_quats, grad_opacity, grad_sh, grad_means2d}, timer.read()};
+  // grad_opacity now holds d/d logit
+  return {{grad_means, grad_log_scales, grad_quats, grad_opacity, grad_sh, grad_means2d}, timer.read()};
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {

@@ -25,16 +25,31 @@ struct PreprocessOut {
   int* tiles_touched;    // [N]
 };
 
-void launch_preprocess(int n, const float* means, const float* scales, const float* quats,
-                       const float* opacities, const float* sh, int num_bases, int degree,
-                       const Camera& cam, PreprocessOut out, cudaStream_t stream);
+// The raw (pre-activation) parameters as the optimiser holds them; preprocess applies
+// exp / normalise / sigmoid itself.
+struct GaussianParams {
+  const float* means;           // [N,3]
+  const float* log_scales;      // [N,3]
+  const float* quats;           // [N,4] (w, x, y, z), any norm
+  const float* opacity_logits;  // [N]
+  const float* sh;              // [N, bases, 3]
+};
+// Their gradients; opacity_logits comes in holding d/d opacity (from the blend backward).
+struct GaussianGrads {
+  float* means;
+  float* log_scales;
+  float* quats;
+  float* opacity_logits;
+  float* sh;
+};
 
-void launch_preprocess_backward(int n, const float* means, const float* scales, const float* quats,
-                                const float* sh, int num_bases, int degree, const Camera& cam,
-                                const int* radii,
-                                const float* grad_means2d, const float* grad_conic,
-                                const float* grad_colors, float* grad_means, float* grad_scales,
-                                float* grad_quats, float* grad_sh, cudaStream_t stream);
+void launch_preprocess(int n, const GaussianParams& g, int num_bases, int degree, const Camera& cam,
+                       PreprocessOut out, cudaStream_t stream);
+
+void launch_preprocess_backward(int n, const GaussianParams& g, int num_bases, int degree,
+                                const Camera& cam, const int* radii, const float* grad_means2d,
+                                const float* grad_conic, const float* grad_colors, GaussianGrads grads,
+                                cudaStream_t stream);
 
 // ---- binning.cu -------------------------------------------------------------------------
 // Keys tile << 32 | depth bits, one per (Gaussian, tile) pair, rectangle row by row.

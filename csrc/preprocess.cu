@@ -8,11 +8,24 @@
 namespace {
 
 __device__ inline void quat_to_rotmat(const float* q, float R[3][3]) {
-  float w = q[0], x = q[1], y = q[2], z = q[3];  // unit quaternion (normalised by the caller)
+  float w = q[0], x = q[1], y = q[2], z = q[3];  // unit quaternion
   R[0][0] = 1 - 2 * (y * y + z * z); R[0][1] = 2 * (x * y - w * z); R[0][2] = 2 * (x * z + w * y);
   R[1][0] = 2 * (x * y + w * z); R[1][1] = 1 - 2 * (x * x + z * z); R[1][2] = 2 * (y * z - w * x);
   R[2][0] = 2 * (x * z - w * y); R[2][1] = 2 * (y * z + w * x); R[2][2] = 1 - 2 * (x * x + y * y);
 }
+
+// The activations the reference applies in Python (exp, F.normalize), fused here so a render
+// launches no extra kernels: scale = exp(log_scale), q = raw / max(|raw|, 1e-12).
+__device__ inline void activate(const float* log_scale, const float* raw_q, float s[3], float q[4],
+                                float* q_norm) {
+  for (int j = 0; j < 3; ++j) s[j] = expf(log_scale[j]);
+  float norm = fmaxf(sqrtf(raw_q[0] * raw_q[0] + raw_q[1] * raw_q[1] + raw_q[2] * raw_q[2] + raw_q[3] * raw_q[3]),
+                     1e-12f);
+  for (int j = 0; j < 4; ++j) q[j] = raw_q[j] / norm;
+  *q_norm = norm;
+}
+
+__device__ inline float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
 // Everything the forward computes that the backward needs again.
 struct Projection {
@@ -20,13 +33,13 @@ struct Projection {
   float tx, ty;       // the point the EWA Jacobian is taken at (clamped to 1.3 x fov)
   bool clamp_x, clamp_y;
   float T[2][3];      // J W
-  float R[3][3], s[3];
+  float R[3][3], s[3], q[4], q_norm;  // activated scale and unit quaternion
   float Sigma[3][3];  // 3D covariance
   float a, b, c;      // 2D covariance, dilated
 };
 
-__device__ inline bool project(const Camera& cam, const float* p, const float* scale,
-                               const float* quat, Projection& P) {
+__device__ inline bool project(const Camera& cam, const float* p, const float* log_scale,
+                               const float* raw_quat, Projection& P) {
   const float* v = cam.view;
   for (int r = 0; r < 3; ++r) P.t[r] = v[4 * r] * p[0] + v[4 * r + 1] * p[1] + v[4 * r + 2] * p[2] + v[4 * r + 3];
   float z = P.t[2];
@@ -43,9 +56,9 @@ __device__ inline bool project(const Camera& cam, const float* p, const float* s
     P.T[0][j] = j00 * v[j] + j02 * v[8 + j];
     P.T[1][j] = j11 * v[4 + j] + j12 * v[8 + j];
   }
-  quat_to_rotmat(quat, P.R);
+  activate(log_scale, raw_quat, P.s, P.q, &P.q_norm);
+  quat_to_rotmat(P.q, P.R);
   float M[3][3];
-  for (int j = 0; j < 3; ++j) P.s[j] = scale[j];
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 3; ++j) M[i][j] = P.R[i][j] * P.s[j];
   for (int i = 0; i < 3; ++i)
@@ -67,65 +80,72 @@ __device__ inline void view_dir(const Camera& cam, const float* p, float* d, flo
   for (int k = 0; k < 3; ++k) d[k] = v[k] / norm;
 }
 
+// Writes every output of every Gaussian (zeros when culled), so the buffers need no memset.
 __global__ void preprocess_kernel(int n, const float* __restrict__ means,
-                                  const float* __restrict__ scales, const float* __restrict__ quats,
-                                  const float* __restrict__ opacities, const float* __restrict__ sh,
+                                  const float* __restrict__ log_scales, const float* __restrict__ quats,
+                                  const float* __restrict__ opacity_logits, const float* __restrict__ sh,
                                   int num_bases, int degree, Camera cam, PreprocessOut out) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  out.radii[i] = 0;
-  out.tiles_touched[i] = 0;
   const float* p = means + 3 * i;
   Projection P;
-  bool in_front = project(cam, p, scales + 3 * i, quats + 4 * i, P);
+  bool in_front = project(cam, p, log_scales + 3 * i, quats + 4 * i, P);
   out.depths[i] = P.t[2];
-  if (!in_front) return;
   float det = P.a * P.c - P.b * P.b;
-  if (!(det > 0.f)) return;
-  float mx = cam.fx * P.t[0] / P.t[2] + cam.cx - 0.5f;
-  float my = cam.fy * P.t[1] / P.t[2] + cam.cy - 0.5f;
-
-  float mid = 0.5f * (P.a + P.c);
-  float root = __fsqrt_rn(fmaxf(mid * mid - det, 0.1f));
-  float radius = ceilf(3.f * __fsqrt_rn(mid + root));
-  int x0, y0, x1, y1;
-  tile_rect(mx, my, radius, cam.tiles_x, cam.tiles_y, x0, y0, x1, y1);
-  int touched = (x1 - x0) * (y1 - y0);
-  if (touched <= 0) return;
-
-  float d[3], inv_norm;
-  view_dir(cam, p, d, &inv_norm);
-  float basis[MAX_SH_BASES];
-  sh_basis(d[0], d[1], d[2], degree, basis);
-  int k_used = (degree + 1) * (degree + 1);
-  const float* coeffs = sh + (size_t)i * num_bases * 3;
-  for (int ch = 0; ch < 3; ++ch) {
-    float acc = 0.f;
-    for (int k = 0; k < k_used; ++k) acc += basis[k] * coeffs[3 * k + ch];
-    out.colors[3 * i + ch] = fmaxf(acc + 0.5f, 0.f);
+  float mx = 0.f, my = 0.f, radius = 0.f;
+  int touched = 0;
+  if (in_front && det > 0.f) {
+    mx = cam.fx * P.t[0] / P.t[2] + cam.cx - 0.5f;
+    my = cam.fy * P.t[1] / P.t[2] + cam.cy - 0.5f;
+    float mid = 0.5f * (P.a + P.c);
+    float root = __fsqrt_rn(fmaxf(mid * mid - det, 0.1f));
+    radius = ceilf(3.f * __fsqrt_rn(mid + root));
+    int x0, y0, x1, y1;
+    tile_rect(mx, my, radius, cam.tiles_x, cam.tiles_y, x0, y0, x1, y1);
+    touched = max((x1 - x0) * (y1 - y0), 0);
   }
-  out.means2d[2 * i] = mx;
-  out.means2d[2 * i + 1] = my;
-  out.conic_opacity[4 * i] = __fdiv_rn(P.c, det);
-  out.conic_opacity[4 * i + 1] = __fdiv_rn(-P.b, det);
-  out.conic_opacity[4 * i + 2] = __fdiv_rn(P.a, det);
-  out.conic_opacity[4 * i + 3] = opacities[i];
+  float rgb[3] = {0.f, 0.f, 0.f};
+  float4 co = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (touched > 0) {
+    float d[3], inv_norm;
+    view_dir(cam, p, d, &inv_norm);
+    float basis[MAX_SH_BASES];
+    sh_basis(d[0], d[1], d[2], degree, basis);
+    int k_used = (degree + 1) * (degree + 1);
+    const float* coeffs = sh + (size_t)i * num_bases * 3;
+    for (int ch = 0; ch < 3; ++ch) {
+      float acc = 0.f;
+      for (int k = 0; k < k_used; ++k) acc += basis[k] * coeffs[3 * k + ch];
+      rgb[ch] = fmaxf(acc + 0.5f, 0.f);
+    }
+    co = make_float4(__fdiv_rn(P.c, det), __fdiv_rn(-P.b, det), __fdiv_rn(P.a, det), sigmoid(opacity_logits[i]));
+  } else {
+    mx = my = 0.f;
+    radius = 0.f;
+  }
+  for (int ch = 0; ch < 3; ++ch) out.colors[3 * i + ch] = rgb[ch];
+  reinterpret_cast<float2*>(out.means2d)[i] = make_float2(mx, my);
+  reinterpret_cast<float4*>(out.conic_opacity)[i] = co;
   out.radii[i] = (int)radius;
   out.tiles_touched[i] = touched;
 }
 
+// Gradients with respect to the raw parameters: log scales, unnormalised quaternions and
+// opacity logits (g_opacity comes in per opacity from the blend backward and leaves per logit).
 __global__ void preprocess_backward_kernel(
-    int n, const float* __restrict__ means, const float* __restrict__ scales,
-    const float* __restrict__ quats, const float* __restrict__ sh, int num_bases, int degree,
-    Camera cam, const int* __restrict__ radii,
+    int n, const float* __restrict__ means, const float* __restrict__ log_scales,
+    const float* __restrict__ quats, const float* __restrict__ opacity_logits,
+    const float* __restrict__ sh, int num_bases, int degree, Camera cam, const int* __restrict__ radii,
     const float* __restrict__ g_means2d, const float* __restrict__ g_conic,
-    const float* __restrict__ g_colors, float* g_means, float* g_scales, float* g_quats,
-    float* g_sh) {
+    const float* __restrict__ g_colors, float* g_means, float* g_log_scales, float* g_quats,
+    float* g_opacity, float* g_sh) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n || radii[i] <= 0) return;
   const float* p = means + 3 * i;
   Projection P;
-  project(cam, p, scales + 3 * i, quats + 4 * i, P);
+  project(cam, p, log_scales + 3 * i, quats + 4 * i, P);
+  float o = sigmoid(opacity_logits[i]);
+  g_opacity[i] *= o * (1.f - o);
   const float a = P.a, b = P.b, c = P.c, z = P.t[2];
 
   // conic = (c, -b, a) / det  ->  d/d(a, b, c) of the 2D covariance
@@ -154,19 +174,21 @@ __global__ void preprocess_backward_kernel(
   for (int r = 0; r < 3; ++r)
     for (int j = 0; j < 3; ++j) dM[r][j] = dSigma[r][0] * M[0][j] + dSigma[r][1] * M[1][j] + dSigma[r][2] * M[2][j];
   float dR[3][3];
-  for (int j = 0; j < 3; ++j) {
-    g_scales[3 * i + j] = P.R[0][j] * dM[0][j] + P.R[1][j] * dM[1][j] + P.R[2][j] * dM[2][j];
+  for (int j = 0; j < 3; ++j) {  // d/d log s = s d/ds
+    g_log_scales[3 * i + j] = P.s[j] * (P.R[0][j] * dM[0][j] + P.R[1][j] * dM[1][j] + P.R[2][j] * dM[2][j]);
     for (int r = 0; r < 3; ++r) dR[r][j] = dM[r][j] * P.s[j];
   }
-  const float* q = quats + 4 * i;
-  float w = q[0], x = q[1], y = q[2], qz = q[3];
-  g_quats[4 * i] = 2 * (-qz * dR[0][1] + y * dR[0][2] + qz * dR[1][0] - x * dR[1][2] - y * dR[2][0] + x * dR[2][1]);
-  g_quats[4 * i + 1] = 2 * (y * dR[0][1] + qz * dR[0][2] + y * dR[1][0] - 2 * x * dR[1][1] - w * dR[1][2] +
+  float w = P.q[0], x = P.q[1], y = P.q[2], qz = P.q[3];
+  float gq[4];  // d/d unit quaternion, then through the normalisation
+  gq[0] = 2 * (-qz * dR[0][1] + y * dR[0][2] + qz * dR[1][0] - x * dR[1][2] - y * dR[2][0] + x * dR[2][1]);
+  gq[1] = 2 * (y * dR[0][1] + qz * dR[0][2] + y * dR[1][0] - 2 * x * dR[1][1] - w * dR[1][2] +
                             qz * dR[2][0] + w * dR[2][1] - 2 * x * dR[2][2]);
-  g_quats[4 * i + 2] = 2 * (-2 * y * dR[0][0] + x * dR[0][1] + w * dR[0][2] + x * dR[1][0] + qz * dR[1][2] -
+  gq[2] = 2 * (-2 * y * dR[0][0] + x * dR[0][1] + w * dR[0][2] + x * dR[1][0] + qz * dR[1][2] -
                             w * dR[2][0] + qz * dR[2][1] - 2 * y * dR[2][2]);
-  g_quats[4 * i + 3] = 2 * (-2 * qz * dR[0][0] - w * dR[0][1] + x * dR[0][2] + w * dR[1][0] - 2 * qz * dR[1][1] +
+  gq[3] = 2 * (-2 * qz * dR[0][0] - w * dR[0][1] + x * dR[0][2] + w * dR[1][0] - 2 * qz * dR[1][1] +
                             y * dR[1][2] + x * dR[2][0] + y * dR[2][1]);
+  float q_dot = P.q[0] * gq[0] + P.q[1] * gq[1] + P.q[2] * gq[2] + P.q[3] * gq[3];
+  for (int j = 0; j < 4; ++j) g_quats[4 * i + j] = (gq[j] - P.q[j] * q_dot) / P.q_norm;
 
   // T = J W  ->  dJ = dT W^T; J depends on z and on the clamped (tx, ty).
   const float* v = cam.view;
@@ -222,22 +244,19 @@ __global__ void preprocess_backward_kernel(
 
 }  // namespace
 
-void launch_preprocess(int n, const float* means, const float* scales, const float* quats,
-                       const float* opacities, const float* sh, int num_bases, int degree,
-                       const Camera& cam, PreprocessOut out, cudaStream_t stream) {
+void launch_preprocess(int n, const GaussianParams& g, int num_bases, int degree, const Camera& cam,
+                       PreprocessOut out, cudaStream_t stream) {
   if (n == 0) return;
-  preprocess_kernel<<<(n + 255) / 256, 256, 0, stream>>>(n, means, scales, quats, opacities, sh,
-                                                        num_bases, degree, cam, out);
+  preprocess_kernel<<<(n + 255) / 256, 256, 0, stream>>>(n, g.means, g.log_scales, g.quats, g.opacity_logits,
+                                                        g.sh, num_bases, degree, cam, out);
 }
 
-void launch_preprocess_backward(int n, const float* means, const float* scales, const float* quats,
-                                const float* sh, int num_bases, int degree, const Camera& cam,
-                                const int* radii, const float* grad_means2d,
-                                const float* grad_conic, const float* grad_colors,
-                                float* grad_means, float* grad_scales, float* grad_quats,
-                                float* grad_sh, cudaStream_t stream) {
+void launch_preprocess_backward(int n, const GaussianParams& g, int num_bases, int degree,
+                                const Camera& cam, const int* radii, const float* grad_means2d,
+                                const float* grad_conic, const float* grad_colors, GaussianGrads grads,
+                                cudaStream_t stream) {
   if (n == 0) return;
   preprocess_backward_kernel<<<(n + 255) / 256, 256, 0, stream>>>(
-      n, means, scales, quats, sh, num_bases, degree, cam, radii, grad_means2d, grad_conic,
-      grad_colors, grad_means, grad_scales, grad_quats, grad_sh);
+      n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, num_bases, degree, cam, radii, grad_means2d,
+      grad_conic, grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
 }

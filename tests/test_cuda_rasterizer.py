@@ -86,6 +86,20 @@ def test_biker_gradients_match_reference(biker):
             assert v <= 1e-3, (k, v)
 
 
+@pytest.mark.parametrize("scene", SCENES[1:])
+def test_hit_counts_match_reference(scene):
+    """LightGaussian's hit counts from the CUDA blend: the reference's, up to the few pixels
+    whose threshold decisions rounding flips (see assert_within_bound)."""
+    from gsexp.compress.significance import reference_hit_counts
+    from gsexp.render.cuda import hit_counts
+
+    g, cam = cuda_scene(*scene)
+    ours, ref = hit_counts(g, cam), reference_hit_counts(g, cam)
+    assert ours.shape == ref.shape and ref.sum() > 0
+    diff = (ours - ref).abs()
+    assert diff.sum() <= 2e-4 * cam.width * cam.height + 2, (diff.sum().item(), ref.sum().item())
+
+
 def test_stage_timing_is_opt_in_and_covers_every_stage():
     g, cam = cuda_scene(*SCENES[2])
     assert render(g, cam, backend="cuda").stage_ms == {}

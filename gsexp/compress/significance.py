@@ -4,8 +4,8 @@
 
 hit_j(p) = 1 where Gaussian j contributes to pixel p (alpha >= 1/255 before the pixel's
 transmittance ran out), V_j the product of its scales, V_90 the volume that 90% of the
-Gaussians exceed. Hits come from the reference rasterizer's contributing entries, the same
-(pair, pixel) set its blend composites.
+Gaussians exceed. Hits are counted by the CUDA vanilla blend on a GPU, else taken from the
+reference rasterizer's contributing entries: the same (pair, pixel) set each blend composites.
 """
 from __future__ import annotations
 
@@ -17,7 +17,17 @@ from gsexp.render.reference.blend import blend_forward
 
 @torch.no_grad()
 def hit_counts(gaussians, camera) -> torch.Tensor:
-    """[N] number of pixels of `camera` each Gaussian contributes to."""
+    """[N] number of pixels of `camera` each Gaussian contributes to: from the CUDA vanilla
+    blend when the Gaussians are on a GPU, else from the reference."""
+    if gaussians.means.device.type == "cuda":
+        from gsexp.render import cuda
+
+        return cuda.hit_counts(gaussians, camera)
+    return reference_hit_counts(gaussians, camera)
+
+
+@torch.no_grad()
+def reference_hit_counts(gaussians, camera) -> torch.Tensor:
     camera = camera.to(gaussians.means.device)
     proj = preprocess(gaussians, camera)
     tiles = sort_pairs(proj, *duplicate(proj), camera.width, camera.height)

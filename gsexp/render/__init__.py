@@ -1,6 +1,7 @@
 """`render()`: the one dispatch point from config to a rasterizer backend."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import torch
@@ -24,6 +25,18 @@ class RenderOutput:
         return self.radii > 0
 
 
+@functools.lru_cache(maxsize=32)
+def _cached_background(values: tuple, device: torch.device) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float32, device=device)
+
+
+def background_tensor(background, device: torch.device) -> torch.Tensor:
+    """A tuple background becomes a device tensor once, not a host-to-device copy per render."""
+    if isinstance(background, (tuple, list)) and all(isinstance(v, (int, float)) for v in background):
+        return _cached_background(tuple(float(v) for v in background), device)
+    return torch.as_tensor(background, dtype=torch.float32, device=device)
+
+
 def render(gaussians, camera, *, backend: str = "torch", blend: str = "vanilla",
            precision: str = "fp32", g2l: bool = True, early_cull: bool = True,
            background=(0.0, 0.0, 0.0), sh_degree: int | None = None, timing: bool = False) -> RenderOutput:
@@ -35,7 +48,7 @@ def render(gaussians, camera, *, backend: str = "torch", blend: str = "vanilla",
     """
     if backend not in BACKENDS:
         raise ValueError(f"render: unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
-    bg = torch.as_tensor(background, dtype=torch.float32, device=gaussians.means.device)
+    bg = background_tensor(background, gaussians.means.device)
     if bg.shape != (3,):
         raise ValueError(f"render: background must be 3 values (r, g, b), got shape {tuple(bg.shape)}")
     if backend == "cuda":

@@ -6,7 +6,7 @@ import torch
 from gsexp.render.cuda.build import CudaUnavailable, load
 from gsexp.render.cuda.function import Rasterize, camera_values
 
-__all__ = ["rasterize", "load", "CudaUnavailable"]
+__all__ = ["rasterize", "hit_counts", "load", "CudaUnavailable"]
 
 CUDA_BLENDS = ("vanilla",)
 
@@ -28,11 +28,26 @@ def rasterize(gaussians, camera, *, blend: str, precision: str, background: torc
     degree = gaussians.sh_degree if sh_degree is None else min(sh_degree, gaussians.sh_degree)
     settings = {"degree": degree, "camera": camera_values(camera), "background": background.contiguous(),
                 "blend": blend, "timing": timing, "stage_ms": {}}
-    quats = torch.nn.functional.normalize(gaussians.quats, dim=-1)
-    holder = torch.zeros(len(means), 2, device=means.device, requires_grad=torch.is_grad_enabled())
-    image, alpha, n_contrib, radii, means2d, depths = Rasterize.apply(
-        means.float().contiguous(), gaussians.scales.float().contiguous(), quats.float().contiguous(),
-        gaussians.opacities.float().contiguous(), gaussians.sh.float().contiguous(), holder, settings)
-    with torch.no_grad():
-        holder.copy_(means2d)
+    # Filled by the kernel (no memset); a leaf so that .grad is the screen-space gradient.
+    holder = torch.empty(len(means), 2, device=means.device, requires_grad=torch.is_grad_enabled())
+    raw = [t.float().contiguous() for t in (means, gaussians.log_scales, gaussians.quats, gaussians.opacity_logits,
+                                            gaussians.sh)]
+    image, alpha, n_contrib, radii, depths = Rasterize.apply(*raw, holder, settings)
     return image, alpha, n_contrib, radii, holder, depths, settings["stage_ms"]
+
+
+@torch.no_grad()
+def hit_counts(gaussians, camera) -> torch.Tensor:
+    """[N] int64: how many pixels of `camera` each Gaussian contributes to (alpha >= 1/255
+    before the pixel's transmittance ran out), counted by the vanilla blend itself."""
+    means = gaussians.means
+    if means.device.type != "cuda":
+        raise CudaUnavailable(f"hit_counts: the Gaussians are on {means.device}, not a CUDA device")
+    counts = torch.zeros(len(means), dtype=torch.int32, device=means.device)
+    raw = [t.detach().float().contiguous() for t in (means, gaussians.log_scales, gaussians.quats,
+                                                     gaussians.opacity_logits, gaussians.sh)]
+    means2d = torch.empty(len(means), 2, device=means.device)
+    background = torch.zeros(3, device=means.device)
+    load().rasterize_forward(*raw, means2d, gaussians.sh_degree, camera_values(camera), background, "vanilla",
+                             False, counts)
+    return counts.long()

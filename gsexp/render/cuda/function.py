@@ -2,14 +2,16 @@
 backward from the one exact fp32 kernel every blend shares."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from gsexp.render.cuda.build import load
 
 
 def camera_values(camera) -> list[float]:
-    """The 23 numbers the C++ side reads: view rows [R | t], intrinsics, tan(fov/2), centre, size."""
-    w2c = camera.world_to_camera.detach().to("cpu", torch.float64)
+    """The 23 numbers the C++ side reads: view rows [R | t], intrinsics, tan(fov/2), centre, size.
+    numpy, not torch: a render calls this once, and tiny torch ops cost more than the kernels."""
+    w2c = camera.world_to_camera.detach().cpu().numpy().astype(np.float64)
     center = -w2c[:3, :3].T @ w2c[:3, 3]
     tan_x, tan_y = camera.tan_half_fov
     return (w2c[:3].reshape(-1).tolist() + [camera.fx, camera.fy, camera.cx, camera.cy, tan_x, tan_y]
@@ -17,35 +19,30 @@ def camera_values(camera) -> list[float]:
 
 
 class Rasterize(torch.autograd.Function):
-    """(means, scales, unit quats, opacities, sh, means2d holder) -> image [3,H,W], alpha [H,W].
+    """(means, log_scales, quats, opacity_logits, sh, means2d holder) -> image [3,H,W], alpha [H,W].
 
-    The holder is a zero [N,2] leaf: its gradient is the screen-space gradient the
-    densification strategies read; its values are filled with the projected means."""
+    The parameters are the raw ones: the kernels apply exp, normalise and sigmoid. The holder is
+    an [N,2] leaf the kernel fills with the projected means; its gradient is the screen-space
+    gradient the densification strategies read."""
 
     @staticmethod
-    def forward(ctx, means, scales, quats, opacities, sh, means2d_holder, settings):
-        ext = load()
-        outs, stage_ms = ext.rasterize_forward(means, scales, quats, opacities, sh, settings["degree"],
-                                               settings["camera"], settings["background"],
-                                               settings["blend"], settings["timing"])
-        image, final_t, n_contrib, means2d, conic_opacity, colors, depths, radii, point_list, ranges = outs
+    def forward(ctx, means, log_scales, quats, opacity_logits, sh, means2d, settings):
+        outs, stage_ms = load().rasterize_forward(
+            means, log_scales, quats, opacity_logits, sh, means2d, settings["degree"], settings["camera"],
+            settings["background"], settings["blend"], settings["timing"], None)
+        image, final_t, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges = outs
         settings["stage_ms"].update(stage_ms)
         ctx.settings = settings
-        ctx.save_for_backward(means, scales, quats, sh, radii, means2d, conic_opacity, colors, point_list,
-                              ranges, final_t, n_contrib)
-        alpha = 1 - final_t
-        ctx.mark_non_differentiable(n_contrib, radii, means2d, depths)
-        return image, alpha, n_contrib, radii, means2d, depths
+        ctx.save_for_backward(means, log_scales, quats, opacity_logits, sh, radii, means2d, conic_opacity, colors,
+                              point_list, ranges, final_t, n_contrib)
+        ctx.mark_non_differentiable(n_contrib, radii, depths)
+        return image, 1 - final_t, n_contrib, radii, depths
 
     @staticmethod
     def backward(ctx, grad_image, grad_alpha, *_):
         s = ctx.settings
-        means, scales, quats, sh, radii, means2d, conic_opacity, colors, point_list, ranges, final_t, n_contrib = \
-            ctx.saved_tensors
         grads, stage_ms = load().rasterize_backward(
-            means, scales, quats, sh, s["degree"], s["camera"], s["background"], radii, means2d, conic_opacity,
-            colors, point_list, ranges, final_t, n_contrib, grad_image.contiguous(), grad_alpha.contiguous(),
-            s["timing"])
+            *ctx.saved_tensors[:5], s["degree"], s["camera"], s["background"], *ctx.saved_tensors[5:],
+            grad_image.contiguous(), grad_alpha.contiguous(), s["timing"])
         s["stage_ms"].update(stage_ms)
-        g_means, g_scales, g_quats, g_opacity, g_sh, g_means2d = grads
-        return g_means, g_scales, g_quats, g_opacity, g_sh, g_means2d, None
+        return (*grads, None)
