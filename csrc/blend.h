@@ -6,6 +6,18 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
+// Operand formats of the matrix blends (fp32: the same dot products on CUDA cores).
+enum { PREC_FP32 = 0, PREC_TF32 = 1, PREC_FP16 = 2 };
+
+// Switches of the matrix blends (gemm_gs, tc_gs); the vanilla blend ignores them.
+struct TcOptions {
+  bool tcgs;        // TC-GS's beta = ln o + power (else GEMM-GS's power)
+  bool g2l;         // tile-centred coordinates
+  bool early_cull;  // tcgs: test beta against ln(1/255) before the exp
+  int precision;    // PREC_*
+  int batch;        // Gaussians per GEMM: 16 or 32
+};
+
 struct BlendArgs {
   // read-only inputs
   const int* ranges;           // [tiles, 2]
@@ -21,6 +33,8 @@ struct BlendArgs {
   float* final_T;  // [H,W]
   int* n_contrib;  // [H,W] list position (1-based) of the last contributor
   int* hit_counts;  // [N] or null: pixels each Gaussian contributes to, added (vanilla only)
+  TcOptions tc;
 };
 
 void launch_blend_vanilla(const BlendArgs& args, cudaStream_t stream);
+void launch_blend_tc(const BlendArgs& args, cudaStream_t stream);  // gemm and tcgs

@@ -89,8 +89,22 @@ using BlendFn = void (*)(const BlendArgs&, cudaStream_t);
 
 BlendFn find_blend(const std::string& name) {
   if (name == "vanilla") return launch_blend_vanilla;
-  TORCH_CHECK(false, "gsexp cuda rasterizer: unknown blend '", name, "'; available: vanilla");
+  if (name == "gemm" || name == "tcgs") return launch_blend_tc;
+  TORCH_CHECK(false, "gsexp cuda rasterizer: unknown blend '", name, "'; available: vanilla, gemm, tcgs");
   return nullptr;
+}
+
+// precision: fp32 | tf32 | fp16; batch: 16 | 32 (Gaussians per GEMM).
+TcOptions tc_options(const std::string& blend, const std::string& precision, bool g2l, bool early_cull,
+                     int64_t batch) {
+  TcOptions o{blend == "tcgs", g2l, early_cull, PREC_FP32, (int)batch};
+  if (precision == "tf32") o.precision = PREC_TF32;
+  else if (precision == "fp16") o.precision = PREC_FP16;
+  else TORCH_CHECK(precision == "fp32", "gsexp cuda rasterizer: precision must be fp32, tf32 or fp16, got '",
+                   precision, "'");
+  TORCH_CHECK(blend != "vanilla" || precision == "fp32", "gsexp cuda rasterizer: the vanilla blend is fp32");
+  TORCH_CHECK(batch == 16 || batch == 32, "gsexp cuda rasterizer: batch must be 16 or 32, got ", batch);
+  return o;
 }
 
 GaussianParams params(const torch::Tensor& means, const torch::Tensor& log_scales, const torch::Tensor& quats,
@@ -112,7 +126,8 @@ GaussianParams params(const torch::Tensor& means, const torch::Tensor& log_scale
 std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
     torch::Tensor means, torch::Tensor log_scales, torch::Tensor quats, torch::Tensor opacity_logits,
     torch::Tensor sh, torch::Tensor means2d, int64_t degree, std::vector<double> camera,
-    torch::Tensor background, std::string blend, bool timing, std::optional<torch::Tensor> hit_counts) {
+    torch::Tensor background, std::string blend, std::string precision, bool g2l, bool early_cull, int64_t batch,
+    bool timing, std::optional<torch::Tensor> hit_counts) {
   const int64_t n = means.size(0);
   const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh);
   check_input(means2d, "means2d", {n, 2});
@@ -122,6 +137,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
               "gsexp cuda rasterizer: sh_degree ", degree, " needs ", (degree + 1) * (degree + 1),
               " SH coefficients, the Gaussians have ", num_bases);
   BlendFn blend_fn = find_blend(blend);
+  const TcOptions tc = tc_options(blend, precision, g2l, early_cull, batch);
   int* hits = nullptr;
   if (hit_counts) {
     TORCH_CHECK(blend == "vanilla", "gsexp cuda rasterizer: hit counts come from the vanilla blend, not '", blend, "'");
@@ -187,7 +203,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   BlendArgs args{ranges.data_ptr<int>(), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
                  conic_opacity.data_ptr<float>(), colors.data_ptr<float>(), background.data_ptr<float>(),
                  nullptr, cam.width, cam.height, cam.tiles_x, cam.tiles_y,
-                 image.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>(), hits};
+                 image.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>(), hits, tc};
   blend_fn(args, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("blend");

@@ -44,6 +44,7 @@ class RasterizerConfig:
     precision: str = "fp32"
     g2l: bool = True
     early_cull: bool = True
+    batch: int = 32       # Gaussians per GEMM (CUDA gemm/tcgs): 16 or 32
     timing: bool = False  # per-stage CUDA-event timing (logged as stage_ms/*); costs a sync per step
 
 
@@ -147,6 +148,13 @@ def validate(cfg: DictConfig) -> DictConfig:
          InvalidCombination)
     need(r.blend == "tcgs" or r.early_cull, "rasterizer.early_cull",
          f"early_cull applies to rasterizer.blend=tcgs only, not {r.blend}", InvalidCombination)
+    need(r.batch in (16, 32), "rasterizer.batch", f"must be 16 or 32 (Gaussians per GEMM), got {r.batch}")
+    need(r.backend == "cuda" or r.batch == 32, "rasterizer.batch",
+         "batch (Gaussians per GEMM) applies to rasterizer.backend=cuda; the torch reference has no batches",
+         InvalidCombination)
+    need(r.blend != "vanilla" or r.batch == 32, "rasterizer.batch",
+         "batch (Gaussians per GEMM) applies to rasterizer.blend=gemm or tcgs; vanilla has no such switch",
+         InvalidCombination)
     need(merged.rasterizer.backend != "cuda" or merged.device != "cpu", "device",
          "rasterizer.backend=cuda runs on a GPU; set device=cuda (or auto), or use rasterizer=torch on the CPU")
     choice("strategy.name", STRATEGIES)

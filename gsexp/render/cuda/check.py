@@ -20,7 +20,10 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=Path("."))
     p.add_argument("--shared", type=Path, default=REPO.parent / "shared", help="shared data folder")
     p.add_argument("--frames", type=int, default=20)
-    p.add_argument("--tests", default="tests/test_cuda_build.py tests/test_cuda_rasterizer.py")
+    p.add_argument("--tests", default="tests/test_cuda_build.py tests/test_cuda_rasterizer.py "
+                                      "tests/test_cuda_matrix_blends.py")
+    p.add_argument("--rasterizers", default="cuda,cuda:gemm:precision=fp16,cuda:tcgs:precision=fp16",
+                   help="bench specs (python -m gsexp.bench --rasterizers)")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -41,7 +44,7 @@ def main(argv=None) -> int:
 
     rows = []
     for w, h in SIZES:
-        report = bench.main(["--ply", str(args.shared / "data/scenes/biker.compressed.ply"), "--rasterizers", "cuda",
+        report = bench.main(["--ply", str(args.shared / "data/scenes/biker.compressed.ply"), "--rasterizers", args.rasterizers,
                              "--width", str(w), "--height", str(h), "--frames", str(args.frames),
                              "--json", str(args.out / f"bench_{w}x{h}.json")])
         rows.append((f"{w}x{h}", report))

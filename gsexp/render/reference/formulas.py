@@ -2,7 +2,8 @@
 
 Each formula maps `Rows` (per-pair Gaussian data) and intra-tile pixel coordinates
 (u, v), broadcast against each other, to (alpha, keep). `keep` is False where the pair is
-skipped (power > 0 or alpha < 1/255). The same code serves the dense pass
+skipped (vanilla: power > 0 or alpha < 1/255; the matrix forms clamp power to <= 0 instead,
+since their rounding can push it above 0 at a Gaussian's own centre). The same code serves the dense pass
 ([pairs, 1] x [1, 256]) and the sparse recompute ([entries] x [entries]), so both see
 bit-identical values.
 """
@@ -39,6 +40,11 @@ def _alpha_and_keep(power, opacity):
     reduced-precision overflow shows up in a real kernel (the fp16 collapse)."""
     alpha = torch.fmin(opacity * torch.exp(power), torch.full_like(power, ALPHA_MAX))
     return alpha, ~(power > 0) & ~(alpha < ALPHA_MIN)
+
+
+def _clamp_max(x, limit):
+    """x > limit ? limit : x, as the kernels write it: a NaN stays NaN (the fp16 collapse)."""
+    return torch.where(x > limit, limit, x)
 
 
 def vanilla(r: Rows, u, v):
@@ -95,7 +101,7 @@ def gemm(precision: str = "fp32", g2l: bool = True) -> Formula:
         const, lx, ly, qx, qy, qxy = _quadratic(r, mx, my)
         one = torch.ones_like(pu)
         power = _dot((const, lx, ly, qx, qy, qxy), (one, pu, pv, pu * pu, pv * pv, pu * pv), precision)
-        return _alpha_and_keep(power, r.o)
+        return _alpha_and_keep(_clamp_max(power, 0.0), r.o)
 
     return formula
 
@@ -111,11 +117,11 @@ def tcgs(precision: str = "fp32", g2l: bool = True, early_cull: bool = True) -> 
         one = torch.ones_like(pu)
         beta = _dot((qx, qy, qxy, lx, ly, k3, k3, k3),
                     (pu * pu, pv * pv, pu * pv, pu, pv, one, one, one), precision)
+        beta = _clamp_max(beta, log_o)  # power = beta - ln(o) <= 0
         # C semantics as in _alpha_and_keep: a NaN beta passes every test, alpha 0.99.
-        not_positive = ~(beta > log_o)  # power = beta - ln(o) <= 0
         alpha = torch.fmin(torch.exp(beta), torch.full_like(beta, ALPHA_MAX))
         passes = ~(beta < LOG_ALPHA_MIN) if early_cull else ~(alpha < ALPHA_MIN)
-        return alpha, not_positive & passes
+        return alpha, passes
 
     return formula
 

@@ -1,0 +1,286 @@
+// Stage 4, matrix forms: GEMM-GS and TC-GS. With per-pair coefficients, a Gaussian's
+// exponent at every pixel of a tile is a dot product of an 8-vector per Gaussian and an
+// 8-vector per pixel, so a batch of Gaussians x the tile's 256 pixels is one small GEMM.
+// Each warp owns 32 pixels (two tile rows): it multiplies the batch's Gaussian vectors with
+// its pixels' vectors on the tensor cores (mma.sync m16n8k8, fp16 or tf32 operands, fp32
+// accumulation) into its own shared slab, then each thread composites its pixel from its
+// column. Only the warp reads what it wrote, so a __syncwarp separates the two. Loads run
+// ahead through cp.async (see the kernel).
+//
+// Pixel vector, both forms: (1, u, v, u^2, v^2, uv, 1, 1).
+//   gemm: Gaussian vector (k, lx, ly, qx, qy, qxy, 0, 0)      -> power
+//   tcgs: Gaussian vector (k/3 + ln(o)/3, lx, ly, qx, qy, qxy, same, same) -> beta = ln o + power
+// (u, v) are tile-centred with G2L, image pixel coordinates without. The coefficients are
+// set up in float64 and rounded once to the operand format, as the reference does.
+// Semantics as vanilla: 1/255 skip, 0.99 clamp, exact per-pixel termination, the exact last
+// contributor; power is clamped to <= 0 (its rounding can exceed 0 at a Gaussian's centre).
+#include <cuda_fp16.h>
+
+#include "blend.h"
+#include "common.cuh"
+#include "config.h"
+
+namespace {
+
+constexpr int WARPS = BLOCK_PIXELS / 32;
+constexpr int SLAB_STRIDE = 40;  // floats per row of a warp's slab (32 pixels + padding)
+constexpr float TILE_CENTER = 0.5f * (TILE_SIZE - 1);
+constexpr float LOG_ALPHA_MIN = -5.541263545158426f;  // ln(1/255)
+
+__device__ inline float to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r);
+}
+
+template <int PREC>
+__device__ inline float round_operand(float x) {
+  if constexpr (PREC == PREC_TF32) return to_tf32(x);
+  if constexpr (PREC == PREC_FP16) return __half2float(__float2half_rn(x));  // overflow -> inf
+  return x;
+}
+
+__device__ inline uint32_t pack_half2(float lo, float hi) {
+  __half2 h = __halves2half2(__float2half_rn(lo), __float2half_rn(hi));
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+
+// cp.async: global -> shared without a register round trip; completes per thread, in groups.
+template <int BYTES>
+__device__ inline void cp_async(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(dst), "l"(gmem), "n"(BYTES));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int PENDING>
+__device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING)); }
+__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
+
+// D = A B for A 16x8 (row), B 8x8 (col), fp32 accumulators starting at zero.
+__device__ inline void mma_fp16(float d[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(b0), "f"(0.f));
+}
+
+__device__ inline void mma_tf32(float d[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.f));
+}
+
+// Tile pixel p's coordinates in the frame the vectors use.
+__device__ inline void pixel_uv(int p, int ox, int oy, bool g2l, float& u, float& v) {
+  u = (float)(p % TILE_SIZE);
+  v = (float)(p / TILE_SIZE);
+  if (g2l) {
+    u -= TILE_CENTER;
+    v -= TILE_CENTER;
+  } else {
+    u += (float)ox;
+    v += (float)oy;
+  }
+}
+
+template <int PREC>
+__device__ inline void pixel_vector(float u, float v, float f[8]) {
+  f[0] = 1.f; f[1] = u; f[2] = v; f[3] = u * u; f[4] = v * v; f[5] = u * v; f[6] = 1.f; f[7] = 1.f;
+  for (int k = 0; k < 8; ++k) f[k] = round_operand<PREC>(f[k]);
+}
+
+// One Gaussian's 8-vector for the tile whose first pixel is (ox, oy).
+template <int PREC>
+__device__ inline void gaussian_vector(float2 mean, float4 co, int ox, int oy, const TcOptions& opt, float g[8]) {
+  double cx = opt.g2l ? ox + (double)TILE_CENTER : 0.0, cy = opt.g2l ? oy + (double)TILE_CENTER : 0.0;
+  double mx = (double)mean.x - cx, my = (double)mean.y - cy;
+  double a = co.x, b = co.y, c = co.z;
+  double k = -0.5 * a * mx * mx - 0.5 * c * my * my - b * mx * my;
+  g[1] = (float)(a * mx + b * my);
+  g[2] = (float)(c * my + b * mx);
+  g[3] = -0.5f * co.x;
+  g[4] = -0.5f * co.z;
+  g[5] = -co.y;
+  if (opt.tcgs) {  // the constant (with ln o) split in thirds keeps each operand small
+    float third = (float)((k + log((double)co.w)) / 3.0);
+    g[0] = g[6] = g[7] = third;
+  } else {
+    g[0] = (float)k;
+    g[6] = g[7] = 0.f;
+  }
+  for (int i = 0; i < 8; ++i) g[i] = round_operand<PREC>(g[i]);
+}
+
+// The list is consumed in batches of BATCH Gaussians through a three-stage cp.async pipeline
+// run by the first BATCH threads: ids of batch b+2, features of batch b+1 and vectors of
+// batch b are in flight together (each loader thread handles the same slot j in every
+// stage, so only the vectors need a block barrier).
+template <int PREC, int BATCH>
+__global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) {
+  static_assert(BATCH % 16 == 0 && BATCH <= 32, "the loaders are one warp");
+  constexpr int MT = BATCH / 16;
+  __shared__ int s_ids[3][BATCH];
+  __shared__ float2 s_xy[2][BATCH];
+  __shared__ float4 s_co[2][BATCH];
+  __shared__ float s_rgb[2][BATCH][3];
+  __shared__ float s_vec[BATCH][8];
+  __shared__ float s_o[BATCH];     // opacity (gemm) or ln o (tcgs)
+  __shared__ float s_slab[PREC == PREC_FP32 ? 1 : WARPS][PREC == PREC_FP32 ? 1 : BATCH][SLAB_STRIDE];
+
+  const TcOptions opt = args.tc;
+  const TilePixel tp = tile_pixel(args.ranges, args.tiles_x, args.width, args.height);
+  const int ox = (blockIdx.x % args.tiles_x) * TILE_SIZE, oy = (blockIdx.x / args.tiles_x) * TILE_SIZE;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, grp = lane >> 2, tig = lane & 3;
+  const int2 range = tp.range;
+  const int num_batches = (range.y - range.x + BATCH - 1) / BATCH;
+  const int j_load = threadIdx.x;  // this thread's slot when it is a loader
+  const bool loader = j_load < BATCH;
+
+  float mine[8];  // this pixel's vector (the fp32 path's dot product)
+  {
+    float u, v;
+    pixel_uv(threadIdx.x, ox, oy, opt.g2l, u, v);
+    pixel_vector<PREC>(u, v, mine);
+  }
+  // B fragments of this warp's four 8-pixel column blocks, fixed for the whole list.
+  uint32_t bfrag[4][2];
+  if constexpr (PREC != PREC_FP32) {
+    for (int nt = 0; nt < 4; ++nt) {
+      float u, v, f[8];
+      pixel_uv(32 * warp + 8 * nt + grp, ox, oy, opt.g2l, u, v);
+      pixel_vector<PREC>(u, v, f);
+      if constexpr (PREC == PREC_FP16) {
+        bfrag[nt][0] = pack_half2(f[2 * tig], f[2 * tig + 1]);
+      } else {
+        bfrag[nt][0] = __float_as_uint(f[tig]);
+        bfrag[nt][1] = __float_as_uint(f[tig + 4]);
+      }
+    }
+  }
+
+  // Every thread commits a group per stage (empty ones included) so the counts agree.
+  auto load_ids = [&](int b) {
+    const int k = range.x + b * BATCH + j_load;
+    if (loader && b < num_batches && k < range.y) cp_async<4>(&s_ids[b % 3][j_load], args.point_list + k);
+    cp_async_commit();
+  };
+  auto load_features = [&](int b) {
+    const int k = range.x + b * BATCH + j_load;
+    if (loader && b < num_batches && k < range.y) {
+      const int id = s_ids[b % 3][j_load];
+      cp_async<8>(&s_xy[b & 1][j_load], args.means2d + 2 * id);
+      cp_async<16>(&s_co[b & 1][j_load], args.conic_opacity + 4 * id);
+      for (int ch = 0; ch < 3; ++ch) cp_async<4>(&s_rgb[b & 1][j_load][ch], args.colors + 3 * id + ch);
+    }
+    cp_async_commit();
+  };
+  load_ids(0);
+  load_ids(1);
+  cp_async_wait<1>();  // ids(0)
+  load_features(0);
+
+  bool done = !tp.inside;
+  float T = 1.f, C[3] = {0.f, 0.f, 0.f};
+  int last = 0;
+  for (int b = 0; b < num_batches; ++b) {
+    if (__syncthreads_count(done) == BLOCK_PIXELS) break;
+    const int base = range.x + b * BATCH, count = min(BATCH, range.y - base), buf = b & 1;
+    load_ids(b + 2);       // in flight: ids(b+1), features(b), ids(b+2)
+    cp_async_wait<2>();    // ids(b+1) landed
+    load_features(b + 1);  // in flight: features(b), ids(b+2), features(b+1)
+    cp_async_wait<2>();    // features(b) landed
+    if (loader) {
+      float g[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      if (j_load < count) {
+        const float4 co = s_co[buf][j_load];
+        gaussian_vector<PREC>(s_xy[buf][j_load], co, ox, oy, opt, g);
+        s_o[j_load] = opt.tcgs ? (float)log((double)co.w) : co.w;
+      }
+      for (int k = 0; k < 8; ++k) s_vec[j_load][k] = g[k];
+    }
+    __syncthreads();
+
+    if constexpr (PREC != PREC_FP32) {
+      if (!__all_sync(0xffffffffu, done)) {
+        for (int mt = 0; mt < MT; ++mt) {
+          const float* r0 = s_vec[16 * mt + grp];
+          const float* r1 = s_vec[16 * mt + grp + 8];
+          for (int nt = 0; nt < 4; ++nt) {
+            float d[4];
+            if constexpr (PREC == PREC_FP16) {
+              mma_fp16(d, pack_half2(r0[2 * tig], r0[2 * tig + 1]), pack_half2(r1[2 * tig], r1[2 * tig + 1]),
+                       bfrag[nt][0]);
+            } else {
+              mma_tf32(d, __float_as_uint(r0[tig]), __float_as_uint(r1[tig]), __float_as_uint(r0[tig + 4]),
+                       __float_as_uint(r1[tig + 4]), bfrag[nt][0], bfrag[nt][1]);
+            }
+            float* row0 = s_slab[warp][16 * mt + grp] + 8 * nt + 2 * tig;
+            float* row1 = s_slab[warp][16 * mt + grp + 8] + 8 * nt + 2 * tig;
+            row0[0] = d[0]; row0[1] = d[1];
+            row1[0] = d[2]; row1[1] = d[3];
+          }
+        }
+      }
+      __syncwarp();
+    }
+
+    for (int j = 0; !done && j < count; ++j) {
+      float x;
+      if constexpr (PREC == PREC_FP32) {
+        x = 0.f;
+        for (int k = 0; k < 8; ++k) x += s_vec[j][k] * mine[k];
+      } else {
+        x = s_slab[warp][j][lane];
+      }
+      float alpha;
+      if (opt.tcgs) {
+        const float log_o = s_o[j];
+        const float beta = x > log_o ? log_o : x;  // power <= 0; a NaN stays NaN
+        if (opt.early_cull && beta < LOG_ALPHA_MIN) continue;
+        alpha = fminf(ALPHA_MAX, __expf(beta));
+        if (!opt.early_cull && alpha < ALPHA_MIN) continue;
+      } else {
+        const float power = x > 0.f ? 0.f : x;
+        alpha = fminf(ALPHA_MAX, s_o[j] * __expf(power));
+        if (alpha < ALPHA_MIN) continue;
+      }
+      const float next_T = T * (1.f - alpha);
+      if (next_T < T_MIN) {
+        done = true;
+        break;
+      }
+      for (int ch = 0; ch < 3; ++ch) C[ch] += s_rgb[buf][j][ch] * alpha * T;
+      T = next_T;
+      last = base + j - range.x + 1;
+    }
+  }
+  cp_async_wait_all();  // nothing may land in shared memory after the block is gone
+  if (!tp.inside) return;
+  const int hw = args.height * args.width, pix = tp.y * args.width + tp.x;
+  for (int ch = 0; ch < 3; ++ch) args.image[ch * hw + pix] = C[ch] + T * args.background[ch];
+  args.final_T[pix] = T;
+  args.n_contrib[pix] = last;
+}
+
+template <int PREC>
+void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
+  if (args.tc.batch == 16)
+    blend_tc_kernel<PREC, 16><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else
+    blend_tc_kernel<PREC, 32><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+}
+
+}  // namespace
+
+void launch_blend_tc(const BlendArgs& args, cudaStream_t stream) {
+  int tiles = args.tiles_x * args.tiles_y;
+  if (tiles == 0) return;
+  switch (args.tc.precision) {
+    case PREC_FP32: launch<PREC_FP32>(args, tiles, stream); break;
+    case PREC_TF32: launch<PREC_TF32>(args, tiles, stream); break;
+    default: launch<PREC_FP16>(args, tiles, stream); break;
+  }
+}
