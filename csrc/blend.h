@@ -14,6 +14,7 @@ struct TcOptions {
   bool tcgs;        // TC-GS's beta = ln o + power (else GEMM-GS's power)
   bool g2l;         // tile-centred coordinates
   bool early_cull;  // tcgs: test beta against ln(1/255) before the exp
+  bool half_blend;  // tcgs: T and colour held in fp16, as TC-GS's code
   int precision;    // PREC_*
   int batch;        // Gaussians per GEMM: 16 or 32
 };

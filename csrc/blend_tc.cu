@@ -11,10 +11,13 @@
 //   gemm: Gaussian vector (k, lx, ly, qx, qy, qxy, 0, 0)      -> power
 //   tcgs: Gaussian vector (k/3 + ln(o)/3, lx, ly, qx, qy, qxy, same, same) -> beta = ln o + power
 // (u, v) are tile-centred with G2L, image pixel coordinates without. The coefficients are
-// set up in float64 and rounded once to the operand format, as the reference does.
+// rounded once to the operand format, as the reference does.
 // Semantics as vanilla: 1/255 skip, 0.99 clamp, exact per-pixel termination, the exact last
 // contributor; power is clamped to <= 0 (its rounding can exceed 0 at a Gaussian's centre).
+// half_blend (tcgs) holds T and colour in fp16 after every entry, as TC-GS's code.
 #include <cuda_fp16.h>
+
+#include <type_traits>
 
 #include "blend.h"
 #include "common.cuh"
@@ -92,21 +95,24 @@ __device__ inline void pixel_vector(float u, float v, float f[8]) {
   for (int k = 0; k < 8; ++k) f[k] = round_operand<PREC>(f[k]);
 }
 
-// One Gaussian's 8-vector for the tile whose first pixel is (ox, oy).
+// One Gaussian's 8-vector for the tile whose first pixel is (ox, oy). The setup runs in
+// float64 for fp32 operands (the constant and linear terms cancel in the dot product, so
+// their rounding is the whole error budget) and in fp32 otherwise, where rounding the
+// operands to 10 mantissa bits dominates.
 template <int PREC>
 __device__ inline void gaussian_vector(float2 mean, float4 co, int ox, int oy, const TcOptions& opt, float g[8]) {
-  double cx = opt.g2l ? ox + (double)TILE_CENTER : 0.0, cy = opt.g2l ? oy + (double)TILE_CENTER : 0.0;
-  double mx = (double)mean.x - cx, my = (double)mean.y - cy;
-  double a = co.x, b = co.y, c = co.z;
-  double k = -0.5 * a * mx * mx - 0.5 * c * my * my - b * mx * my;
+  using Real = std::conditional_t<PREC == PREC_FP32, double, float>;
+  const Real cx = opt.g2l ? ox + (Real)TILE_CENTER : (Real)0, cy = opt.g2l ? oy + (Real)TILE_CENTER : (Real)0;
+  const Real mx = (Real)mean.x - cx, my = (Real)mean.y - cy;
+  const Real a = co.x, b = co.y, c = co.z, half = (Real)0.5;
+  const Real k = -half * a * mx * mx - half * c * my * my - b * mx * my;
   g[1] = (float)(a * mx + b * my);
   g[2] = (float)(c * my + b * mx);
   g[3] = -0.5f * co.x;
   g[4] = -0.5f * co.z;
   g[5] = -co.y;
   if (opt.tcgs) {  // the constant (with ln o) split in thirds keeps each operand small
-    float third = (float)((k + log((double)co.w)) / 3.0);
-    g[0] = g[6] = g[7] = third;
+    g[0] = g[6] = g[7] = (float)((k + log((Real)co.w)) / (Real)3);
   } else {
     g[0] = (float)k;
     g[6] = g[7] = 0.f;
@@ -197,7 +203,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) 
       if (j_load < count) {
         const float4 co = s_co[buf][j_load];
         gaussian_vector<PREC>(s_xy[buf][j_load], co, ox, oy, opt, g);
-        s_o[j_load] = opt.tcgs ? (float)log((double)co.w) : co.w;
+        s_o[j_load] = opt.tcgs ? logf(co.w) : co.w;
       }
       for (int k = 0; k < 8; ++k) s_vec[j_load][k] = g[k];
     }
@@ -247,12 +253,16 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) 
         alpha = fminf(ALPHA_MAX, s_o[j] * __expf(power));
         if (alpha < ALPHA_MIN) continue;
       }
-      const float next_T = T * (1.f - alpha);
+      float next_T = T * (1.f - alpha);
+      if (opt.half_blend) next_T = round_operand<PREC_FP16>(next_T);
       if (next_T < T_MIN) {
         done = true;
         break;
       }
-      for (int ch = 0; ch < 3; ++ch) C[ch] += s_rgb[buf][j][ch] * alpha * T;
+      for (int ch = 0; ch < 3; ++ch) {
+        C[ch] += s_rgb[buf][j][ch] * alpha * T;
+        if (opt.half_blend) C[ch] = round_operand<PREC_FP16>(C[ch]);
+      }
       T = next_T;
       last = base + j - range.x + 1;
     }

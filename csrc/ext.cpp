@@ -96,13 +96,14 @@ BlendFn find_blend(const std::string& name) {
 
 // precision: fp32 | tf32 | fp16; batch: 16 | 32 (Gaussians per GEMM).
 TcOptions tc_options(const std::string& blend, const std::string& precision, bool g2l, bool early_cull,
-                     int64_t batch) {
-  TcOptions o{blend == "tcgs", g2l, early_cull, PREC_FP32, (int)batch};
+                     int64_t batch, bool half_blend) {
+  TcOptions o{blend == "tcgs", g2l, early_cull, half_blend, PREC_FP32, (int)batch};
   if (precision == "tf32") o.precision = PREC_TF32;
   else if (precision == "fp16") o.precision = PREC_FP16;
   else TORCH_CHECK(precision == "fp32", "gsexp cuda rasterizer: precision must be fp32, tf32 or fp16, got '",
                    precision, "'");
   TORCH_CHECK(blend != "vanilla" || precision == "fp32", "gsexp cuda rasterizer: the vanilla blend is fp32");
+  TORCH_CHECK(!half_blend || blend == "tcgs", "gsexp cuda rasterizer: half_blend applies to the tcgs blend");
   TORCH_CHECK(batch == 16 || batch == 32, "gsexp cuda rasterizer: batch must be 16 or 32, got ", batch);
   return o;
 }
@@ -127,7 +128,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
     torch::Tensor means, torch::Tensor log_scales, torch::Tensor quats, torch::Tensor opacity_logits,
     torch::Tensor sh, torch::Tensor means2d, int64_t degree, std::vector<double> camera,
     torch::Tensor background, std::string blend, std::string precision, bool g2l, bool early_cull, int64_t batch,
-    bool timing, std::optional<torch::Tensor> hit_counts) {
+    bool half_blend, bool timing, std::optional<torch::Tensor> hit_counts) {
   const int64_t n = means.size(0);
   const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh);
   check_input(means2d, "means2d", {n, 2});
@@ -137,7 +138,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
               "gsexp cuda rasterizer: sh_degree ", degree, " needs ", (degree + 1) * (degree + 1),
               " SH coefficients, the Gaussians have ", num_bases);
   BlendFn blend_fn = find_blend(blend);
-  const TcOptions tc = tc_options(blend, precision, g2l, early_cull, batch);
+  const TcOptions tc = tc_options(blend, precision, g2l, early_cull, batch, half_blend);
   int* hits = nullptr;
   if (hit_counts) {
     TORCH_CHECK(blend == "vanilla", "gsexp cuda rasterizer: hit counts come from the vanilla blend, not '", blend, "'");

@@ -33,7 +33,7 @@ from gsexp.render import BACKENDS, render
 from gsexp.render.constants import NEAR_PLANE
 from gsexp.scene import KINDS, Camera, load_scene, look_at
 
-RENDER_SETTINGS = ("blend", "precision", "g2l", "early_cull", "batch", "sh_degree")
+RENDER_SETTINGS = ("blend", "precision", "g2l", "early_cull", "batch", "half_blend", "sh_degree")
 AXES = {"x": (1.0, 0.0, 0.0), "y": (0.0, 1.0, 0.0), "z": (0.0, 0.0, 1.0)}
 
 

@@ -45,6 +45,7 @@ class RasterizerConfig:
     g2l: bool = True
     early_cull: bool = True
     batch: int = 32       # Gaussians per GEMM (CUDA gemm/tcgs): 16 or 32
+    half_blend: bool = False  # tcgs: T and colour in fp16 (TC-GS's code)
     timing: bool = False  # per-stage CUDA-event timing (logged as stage_ms/*); costs a sync per step
 
 
@@ -148,6 +149,10 @@ def validate(cfg: DictConfig) -> DictConfig:
          InvalidCombination)
     need(r.blend == "tcgs" or r.early_cull, "rasterizer.early_cull",
          f"early_cull applies to rasterizer.blend=tcgs only, not {r.blend}", InvalidCombination)
+    need(r.blend == "tcgs" or not r.half_blend, "rasterizer.half_blend",
+         f"half_blend (fp16 accumulation) applies to rasterizer.blend=tcgs only, not {r.blend}", InvalidCombination)
+    need(r.backend == "cuda" or not r.half_blend, "rasterizer.half_blend",
+         "the torch reference emulates half_blend for rendering only; train it with rasterizer=tc_gs (CUDA)")
     need(r.batch in (16, 32), "rasterizer.batch", f"must be 16 or 32 (Gaussians per GEMM), got {r.batch}")
     need(r.backend == "cuda" or r.batch == 32, "rasterizer.batch",
          "batch (Gaussians per GEMM) applies to rasterizer.backend=cuda; the torch reference has no batches",

@@ -29,9 +29,10 @@ def random_scene(seed: int, n: int = 60, width: int = 40, height: int = 32, sh_d
     return g, cam
 
 
-def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), hits=None):
+def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), hits=None, half_state=False):
     """INRIA's algorithm written pixel by pixel in float32 numpy, independent of gsexp.render.
-    `hits` (an [N] int array) counts, per Gaussian, the pixels it contributes to."""
+    `hits` (an [N] int array) counts, per Gaussian, the pixels it contributes to.
+    `half_state` rounds T and the colour to fp16 after every entry (TC-GS's accumulation)."""
     f32 = np.float32
     w2c = cam.world_to_camera.numpy().astype(f32)
     rot, trans = w2c[:3, :3], w2c[:3, 3]
@@ -96,9 +97,13 @@ def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), hits=Non
                 if alpha < 1 / 255:
                     continue
                 test_t = T * (1 - alpha)
+                if half_state:
+                    test_t = f32(np.float16(test_t))
                 if test_t < 1e-4:
                     break
                 rgb += s["color"] * alpha * T
+                if half_state:
+                    rgb = rgb.astype(np.float16).astype(f32)
                 if hits is not None:
                     hits[s["index"]] += 1
                 T = test_t

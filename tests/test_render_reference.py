@@ -28,6 +28,29 @@ def test_vanilla_matches_naive_pixel_loop(seed):
     assert (out.alpha - alpha)[ok].abs().max() < 1e-5
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_half_blend_matches_naive_loop_with_fp16_state(seed):
+    """half_blend (TC-GS's fp16 T and colour) against the pixel loop rounding the same state."""
+    g, cam = random_scene(seed)
+    with torch.no_grad():
+        out = render(g, cam, blend="tcgs", half_blend=True)
+        full = render(g, cam, blend="tcgs")
+    image, _ = naive_render(g, cam, half_state=True)
+    ok = stable_pixels(g, cam)
+    # An fp16 step is 2^-11 relative: alpha's fp32 rounding can move a rounding by one step.
+    assert (out.image - image)[:, ok].abs().max() < 2e-3
+    assert (out.image - image)[:, ok].abs().mean() < 1e-5
+    assert not torch.equal(out.image, full.image)  # the switch does something
+
+
+def test_half_blend_rules():
+    g, cam = random_scene(0)
+    with pytest.raises(ValueError, match="applies to blend='tcgs'"):
+        render(g, cam, blend="gemm", half_blend=True)
+    with pytest.raises(ValueError, match="rendering only"):
+        render(g.map(lambda t: t.requires_grad_()), cam, blend="tcgs", half_blend=True)
+
+
 def _grads(g: Gaussians, cam, weights, **kw):
     g = g.detach().requires_grad_()
     out = render(g, cam, **kw)

@@ -40,13 +40,15 @@ def background_tensor(background, device: torch.device) -> torch.Tensor:
 def render(gaussians, camera, *, backend: str = "torch", blend: str = "vanilla",
            precision: str = "fp32", g2l: bool = True, early_cull: bool = True,
            background=(0.0, 0.0, 0.0), sh_degree: int | None = None, timing: bool = False,
-           batch: int = 32) -> RenderOutput:
+           batch: int = 32, half_blend: bool = False) -> RenderOutput:
     """Render `gaussians` from `camera`.
 
     blend: vanilla | gemm (GEMM-GS) | tcgs (TC-GS); precision: fp32 | tf32 | fp16 operands
     for gemm/tcgs; g2l: tile-local pixel coordinates for gemm/tcgs; early_cull: tcgs culls
     in the log domain before the exp. sh_degree: SH bands to use (default: all stored).
     batch: Gaussians per GEMM in the CUDA matrix blends (16 or 32; no effect on the image).
+    half_blend: tcgs accumulates T and colour in fp16, as TC-GS's code (the torch reference
+    emulates it for rendering only).
     """
     if backend not in BACKENDS:
         raise ValueError(f"render: unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
@@ -58,12 +60,12 @@ def render(gaussians, camera, *, backend: str = "torch", blend: str = "vanilla",
 
         image, alpha, n_contrib, radii, means2d, depths, stage_ms = cuda.rasterize(
             gaussians, camera, blend=blend, precision=precision, g2l=g2l, early_cull=early_cull, batch=batch,
-            background=bg, sh_degree=sh_degree, timing=timing)
+            half_blend=half_blend, background=bg, sh_degree=sh_degree, timing=timing)
         return RenderOutput(image, alpha, n_contrib, radii, means2d, depths, stage_ms)
     camera = camera.to(gaussians.means.device)
     image, alpha, n_contrib, proj, stage_ms = reference.rasterize(
         gaussians, camera, blend_name=blend, precision=precision, g2l=g2l,
-        early_cull=early_cull, background=bg, sh_degree=sh_degree)
+        early_cull=early_cull, half_blend=half_blend, background=bg, sh_degree=sh_degree)
     if proj.means2d.requires_grad:
         proj.means2d.retain_grad()
     return RenderOutput(image, alpha, n_contrib, proj.radii, proj.means2d, proj.depths, stage_ms)

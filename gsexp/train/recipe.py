@@ -131,7 +131,7 @@ def _synced_clock(device: torch.device) -> float:
 def rasterizer_args(cfg) -> dict:
     r = cfg.rasterizer
     return dict(backend=r.backend, blend=r.blend, precision=r.precision, g2l=r.g2l, early_cull=r.early_cull,
-                batch=r.batch, timing=r.timing)
+                batch=r.batch, half_blend=r.half_blend, timing=r.timing)
 
 
 def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:

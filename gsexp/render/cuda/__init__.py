@@ -12,12 +12,15 @@ BATCHES = (16, 32)  # Gaussians per GEMM in the matrix blends
 
 
 def rasterize(gaussians, camera, *, blend: str, precision: str, g2l: bool, early_cull: bool, batch: int,
-              background: torch.Tensor, sh_degree: int | None, timing: bool):
+              half_blend: bool, background: torch.Tensor, sh_degree: int | None, timing: bool):
     """Returns (image, alpha, n_contrib, radii, means2d, depths, stage_ms); means2d is a leaf
     whose .grad is the screen-space gradient after backward."""
     if blend == "vanilla" and precision != "fp32":
         raise ValueError(f"render(backend='cuda'): blend='vanilla' runs in fp32; precision={precision!r} "
                          "applies to blend='gemm' or 'tcgs'")
+    if half_blend and blend != "tcgs":
+        raise ValueError(f"render(backend='cuda'): half_blend (TC-GS's fp16 accumulation) applies to blend='tcgs', "
+                         f"not {blend!r}")
     if batch not in BATCHES:
         raise ValueError(f"render(backend='cuda'): batch must be one of {BATCHES}, got {batch!r}")
     means = gaussians.means
@@ -27,7 +30,7 @@ def rasterize(gaussians, camera, *, blend: str, precision: str, g2l: bool, early
     degree = gaussians.sh_degree if sh_degree is None else min(sh_degree, gaussians.sh_degree)
     settings = {"degree": degree, "camera": camera_values(camera), "background": background.contiguous(),
                 "blend": blend, "precision": precision, "g2l": bool(g2l), "early_cull": bool(early_cull),
-                "batch": int(batch), "timing": timing, "stage_ms": {}}
+                "batch": int(batch), "half_blend": bool(half_blend), "timing": timing, "stage_ms": {}}
     # Filled by the kernel (no memset); a leaf so that .grad is the screen-space gradient.
     holder = torch.empty(len(means), 2, device=means.device, requires_grad=torch.is_grad_enabled())
     raw = [t.float().contiguous() for t in (means, gaussians.log_scales, gaussians.quats, gaussians.opacity_logits,
@@ -49,5 +52,5 @@ def hit_counts(gaussians, camera) -> torch.Tensor:
     means2d = torch.empty(len(means), 2, device=means.device)
     background = torch.zeros(3, device=means.device)
     load().rasterize_forward(*raw, means2d, gaussians.sh_degree, camera_values(camera), background, "vanilla",
-                             "fp32", True, True, 32, False, counts)
+                             "fp32", True, True, 32, False, False, counts)
     return counts.long()

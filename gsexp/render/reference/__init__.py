@@ -27,9 +27,9 @@ def _timed(stage_ms: dict, name: str, device: torch.device):
 
 
 def rasterize(gaussians, camera, *, blend_name="vanilla", precision="fp32", g2l=True,
-              early_cull=True, background=None, sh_degree=None):
+              early_cull=True, half_blend=False, background=None, sh_degree=None):
     """Run the four stages; returns (image, alpha, n_contrib, projected, stage_ms)."""
-    formula = make_formula(blend_name, precision, g2l, early_cull)
+    formula = make_formula(blend_name, precision, g2l, early_cull, half_blend)
     device = gaussians.means.device
     stage_ms: dict[str, float] = {}
     with _timed(stage_ms, "preprocess", device):

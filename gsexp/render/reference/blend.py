@@ -126,12 +126,72 @@ def _record_entries(rounds, live, alpha, t_after, trans, active, pair, pixel_id,
     trans.view(-1).scatter_reduce_(0, bp, t_after.view(-1).index_select(0, lin), reduce="amin")
 
 
+def _ranks(pair, tiles: TileLists, tile_start) -> torch.Tensor:
+    """1-based position of each pair in its tile's list, shaped like `pair`."""
+    flat = pair.reshape(-1)
+    return (flat - tile_start.index_select(0, tiles.tile_ids.index_select(0, flat)) + 1).reshape(pair.shape)
+
+
+def _round_half(x: torch.Tensor) -> torch.Tensor:
+    return x.half().to(x.dtype)
+
+
+def _composite(alpha, keep, trans, done, active, pair, pixel_id, tiles, tile_start, colors, rgb, n_contrib,
+               rounds):
+    """One round in fp32 transmittance: vectorised over the round with a cumulative product.
+    With `rounds` (a list) each contributing entry is recorded for the backward."""
+    t_after = trans[active, None, :] * torch.cumprod(torch.where(keep, 1 - alpha, 1.0), 1)
+    live = keep & (t_after >= T_MIN)  # the entry that would drop T below T_MIN stops the pixel
+    if rounds is not None:
+        _record_entries(rounds, live, alpha, t_after, trans, active, pair, pixel_id, tiles,
+                        tile_start, colors, rgb, n_contrib)
+    else:  # dense compositing, no per-entry bookkeeping
+        t_before = torch.cat([trans[active, None, :], t_after[:, :-1]], 1)
+        weight = torch.where(live, alpha * t_before, 0.0)
+        flat = pair.reshape(-1)
+        row_colors = colors.index_select(0, tiles.gauss_ids.index_select(0, flat)).reshape(*pair.shape, 3)
+        ids = pixel_id[active].reshape(-1)
+        rgb.index_add_(0, ids, torch.bmm(weight.transpose(1, 2).double(), row_colors).reshape(-1, 3))
+        n_contrib.scatter_reduce_(0, ids, (live * _ranks(pair, tiles, tile_start)[..., None]).amax(1).reshape(-1),
+                                  reduce="amax")
+        trans[active] = torch.minimum(trans[active], torch.where(live, t_after, 1.0).amin(1))
+    done[active] |= t_after[:, -1] < T_MIN
+
+
+def _composite_half(alpha, keep, trans, done, active, pair, pixel_id, tiles, tile_start, colors, rgb, n_contrib):
+    """One round with T and colour held in fp16, entry by entry, as the kernel's half_blend:
+    next_T = fp16(T (1 - alpha)); stop when it falls below T_MIN; C = fp16(C + c alpha T)."""
+    ids = pixel_id[active].reshape(-1)
+    num_a, num_r, num_p = alpha.shape
+    row_colors = colors.index_select(0, tiles.gauss_ids.index_select(0, pair.reshape(-1))).reshape(num_a, num_r, 3)
+    row_colors = row_colors.to(alpha.dtype)
+    t, c = trans[active].clone(), rgb.index_select(0, ids).reshape(num_a, num_p, 3).to(alpha.dtype)
+    stopped, rank = done[active].clone(), _ranks(pair, tiles, tile_start)
+    last = torch.zeros(num_a, num_p, dtype=torch.long, device=alpha.device)
+    for r in range(num_r):
+        a, k = alpha[:, r], keep[:, r] & ~stopped
+        next_t = _round_half(t * (1 - a))
+        live = k & (next_t >= T_MIN)
+        stopped |= k & ~live
+        c = torch.where(live[..., None], _round_half(c + row_colors[:, r, None, :] * (a * t)[..., None]), c)
+        t = torch.where(live, next_t, t)
+        last = torch.where(live, rank[:, r, None], last)
+    rgb[ids] = c.reshape(-1, 3).to(rgb.dtype)
+    n_contrib.scatter_reduce_(0, ids, last.reshape(-1), reduce="amax")
+    trans[active] = t
+    done[active] = stopped
+
+
 @torch.no_grad()
 def blend_forward(means2d, conics, opacities, colors, tiles: TileLists, formula: Formula,
                   width: int, height: int, keep_entries: bool):
     """Colour [T*256, 3] (float64, no background), final T [T*256], n_contrib [T*256] per
     tile-pixel, and the rounds' entries when `keep_entries`."""
     device, dtype = means2d.device, means2d.dtype
+    half_blend = getattr(formula, "half_blend", False)
+    if half_blend and keep_entries:
+        raise ValueError("render: half_blend (TC-GS's fp16 accumulation) is emulated by the torch reference for "
+                         "rendering only; train with backend='cuda' (rasterizer=tc_gs), or render under torch.no_grad()")
     pair_of, ranges = block_lists(means2d, conics, opacities, tiles, formula.exact)
     starts, lengths = ranges[:, 0], ranges[:, 1] - ranges[:, 0]
     num_blocks = len(ranges)
@@ -163,24 +223,12 @@ def blend_forward(means2d, conics, opacities, colors, tiles: TileLists, formula:
         alpha, keep = formula(Rows(*(t.unsqueeze(-1) for t in rows)),
                               u_of[active, None, :], v_of[active, None, :])  # [A, R, P]
         keep &= in_list[..., None] & ~done[active, None, :]
-        t_after = trans[active, None, :] * torch.cumprod(torch.where(keep, 1 - alpha, 1.0), 1)
-        live = keep & (t_after >= T_MIN)  # the entry that would drop T below T_MIN stops the pixel
-
-        if keep_entries:
-            _record_entries(rounds, live, alpha, t_after, trans, active, pair, pixel_id, tiles,
-                            tile_start, colors, rgb, n_contrib)
-        else:  # dense compositing, no per-entry bookkeeping
-            t_before = torch.cat([trans[active, None, :], t_after[:, :-1]], 1)
-            weight = torch.where(live, alpha * t_before, 0.0)
-            flat = pair.reshape(-1)
-            row_colors = colors.index_select(0, tiles.gauss_ids.index_select(0, flat)).reshape(*pair.shape, 3)
-            ids = pixel_id[active].reshape(-1)
-            rgb.index_add_(0, ids, torch.bmm(weight.transpose(1, 2).double(), row_colors).reshape(-1, 3))
-            rank = flat - tile_start.index_select(0, tiles.tile_ids.index_select(0, flat)) + 1
-            rank = rank.reshape(pair.shape)
-            n_contrib.scatter_reduce_(0, ids, (live * rank[..., None]).amax(1).reshape(-1), reduce="amax")
-            trans[active] = torch.minimum(trans[active], torch.where(live, t_after, 1.0).amin(1))
-        done[active] |= t_after[:, -1] < T_MIN
+        if half_blend:  # TC-GS's fp16 accumulation: sequential, rounded after every entry
+            _composite_half(alpha, keep, trans, done, active, pair, pixel_id, tiles, tile_start, colors, rgb,
+                            n_contrib)
+        else:
+            _composite(alpha, keep, trans, done, active, pair, pixel_id, tiles, tile_start, colors, rgb,
+                       n_contrib, rounds if keep_entries else None)
         first += ROUND
         active = active[(lengths[active] > first) & ~done[active].all(1)]
 

@@ -126,9 +126,13 @@ def tcgs(precision: str = "fp32", g2l: bool = True, early_cull: bool = True) -> 
     return formula
 
 
-def make_formula(blend: str, precision: str = "fp32", g2l: bool = True, early_cull: bool = True) -> Formula:
+def make_formula(blend: str, precision: str = "fp32", g2l: bool = True, early_cull: bool = True,
+                 half_blend: bool = False) -> Formula:
     """The formula for a blend variant. `formula.exact` says its alpha equals vanilla's up to
-    fp32 rounding, so the blend may skip pairs that provably stay below 1/255."""
+    fp32 rounding, so the blend may skip pairs that provably stay below 1/255;
+    `formula.half_blend` asks the blend for TC-GS's fp16 accumulation of T and colour."""
+    if half_blend and blend != "tcgs":
+        raise ValueError(f"render: half_blend (TC-GS's fp16 accumulation) applies to blend='tcgs', not {blend!r}")
     check_precision(precision)
     if blend == "vanilla":
         if precision != "fp32":
@@ -147,6 +151,7 @@ def make_formula(blend: str, precision: str = "fp32", g2l: bool = True, early_cu
 
     # Without G2L even fp32 loses enough to cross thresholds: evaluate every pair as the kernel does.
     wrapped.exact = precision == "fp32" and (blend == "vanilla" or g2l)
+    wrapped.half_blend = half_blend
     return wrapped
 
 
