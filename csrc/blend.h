@@ -16,7 +16,7 @@ struct TcOptions {
   bool early_cull;  // tcgs: test beta against ln(1/255) before the exp
   bool half_blend;  // tcgs: T and colour held in fp16, as TC-GS's code
   int precision;    // PREC_*
-  int batch;        // Gaussians per GEMM: 16 or 32
+  int batch;        // Gaussians per pipeline stage: 32, 64 or 128
 };
 
 struct BlendArgs {

@@ -1,11 +1,12 @@
 // Stage 4, matrix forms: GEMM-GS and TC-GS. With per-pair coefficients, a Gaussian's
 // exponent at every pixel of a tile is a dot product of an 8-vector per Gaussian and an
-// 8-vector per pixel, so a batch of Gaussians x the tile's 256 pixels is one small GEMM.
-// Each warp owns 32 pixels (two tile rows): it multiplies the batch's Gaussian vectors with
-// its pixels' vectors on the tensor cores (mma.sync m16n8k8, fp16 or tf32 operands, fp32
-// accumulation) into its own shared slab, then each thread composites its pixel from its
-// column. Only the warp reads what it wrote, so a __syncwarp separates the two. Loads run
-// ahead through cp.async (see the kernel).
+// 8-vector per pixel, so 16 Gaussians x the tile's 256 pixels is one small GEMM.
+// Each warp owns 32 pixels (two tile rows). For every 16 Gaussians of the batch it multiplies
+// their vectors with its pixels' vectors on the tensor cores (mma.sync m16n8k8, fp16 or tf32
+// operands, fp32 accumulation) into its own shared slab, then each thread composites its
+// pixel from its column. Only the warp reads what it wrote, so __syncwarp separates the
+// two, and a warp whose pixels are all done skips both. Loads run ahead through cp.async
+// (see the kernel).
 //
 // Pixel vector, both forms: (1, u, v, u^2, v^2, uv, 1, 1).
 //   gemm: Gaussian vector (k, lx, ly, qx, qy, qxy, 0, 0)      -> power
@@ -26,6 +27,7 @@
 namespace {
 
 constexpr int WARPS = BLOCK_PIXELS / 32;
+constexpr int CHUNK = 16;        // Gaussians per mma (its M)
 constexpr int SLAB_STRIDE = 40;  // floats per row of a warp's slab (32 pixels + padding)
 constexpr float TILE_CENTER = 0.5f * (TILE_SIZE - 1);
 constexpr float LOG_ALPHA_MIN = -5.541263545158426f;  // ln(1/255)
@@ -126,15 +128,14 @@ __device__ inline void gaussian_vector(float2 mean, float4 co, int ox, int oy, c
 // stage, so only the vectors need a block barrier).
 template <int PREC, int BATCH>
 __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) {
-  static_assert(BATCH % 16 == 0 && BATCH <= 32, "the loaders are one warp");
-  constexpr int MT = BATCH / 16;
+  static_assert(BATCH % CHUNK == 0 && BATCH <= BLOCK_PIXELS, "one loader thread per Gaussian of the batch");
   __shared__ int s_ids[3][BATCH];
   __shared__ float2 s_xy[2][BATCH];
   __shared__ float4 s_co[2][BATCH];
   __shared__ float s_rgb[2][BATCH][3];
   __shared__ float s_vec[BATCH][8];
   __shared__ float s_o[BATCH];     // opacity (gemm) or ln o (tcgs)
-  __shared__ float s_slab[PREC == PREC_FP32 ? 1 : WARPS][PREC == PREC_FP32 ? 1 : BATCH][SLAB_STRIDE];
+  __shared__ float s_slab[PREC == PREC_FP32 ? 1 : WARPS][CHUNK][SLAB_STRIDE];
 
   const TcOptions opt = args.tc;
   const TilePixel tp = tile_pixel(args.ranges, args.tiles_x, args.width, args.height);
@@ -209,62 +210,62 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) 
     }
     __syncthreads();
 
-    if constexpr (PREC != PREC_FP32) {
-      if (!__all_sync(0xffffffffu, done)) {
-        for (int mt = 0; mt < MT; ++mt) {
-          const float* r0 = s_vec[16 * mt + grp];
-          const float* r1 = s_vec[16 * mt + grp + 8];
-          for (int nt = 0; nt < 4; ++nt) {
-            float d[4];
-            if constexpr (PREC == PREC_FP16) {
-              mma_fp16(d, pack_half2(r0[2 * tig], r0[2 * tig + 1]), pack_half2(r1[2 * tig], r1[2 * tig + 1]),
-                       bfrag[nt][0]);
-            } else {
-              mma_tf32(d, __float_as_uint(r0[tig]), __float_as_uint(r1[tig]), __float_as_uint(r0[tig + 4]),
-                       __float_as_uint(r1[tig + 4]), bfrag[nt][0], bfrag[nt][1]);
-            }
-            float* row0 = s_slab[warp][16 * mt + grp] + 8 * nt + 2 * tig;
-            float* row1 = s_slab[warp][16 * mt + grp + 8] + 8 * nt + 2 * tig;
-            row0[0] = d[0]; row0[1] = d[1];
-            row1[0] = d[2]; row1[1] = d[3];
+    for (int c0 = 0; c0 < count; c0 += CHUNK) {
+      if (__all_sync(0xffffffffu, done)) break;  // warp-uniform: the warp's pixels are finished
+      if constexpr (PREC != PREC_FP32) {
+        const float* r0 = s_vec[c0 + grp];
+        const float* r1 = s_vec[c0 + grp + 8];
+        for (int nt = 0; nt < 4; ++nt) {
+          float d[4];
+          if constexpr (PREC == PREC_FP16) {
+            mma_fp16(d, pack_half2(r0[2 * tig], r0[2 * tig + 1]), pack_half2(r1[2 * tig], r1[2 * tig + 1]),
+                     bfrag[nt][0]);
+          } else {
+            mma_tf32(d, __float_as_uint(r0[tig]), __float_as_uint(r1[tig]), __float_as_uint(r0[tig + 4]),
+                     __float_as_uint(r1[tig + 4]), bfrag[nt][0], bfrag[nt][1]);
           }
+          float* row0 = s_slab[warp][grp] + 8 * nt + 2 * tig;
+          float* row1 = s_slab[warp][grp + 8] + 8 * nt + 2 * tig;
+          row0[0] = d[0]; row0[1] = d[1];
+          row1[0] = d[2]; row1[1] = d[3];
         }
+        __syncwarp();
       }
-      __syncwarp();
-    }
-
-    for (int j = 0; !done && j < count; ++j) {
-      float x;
-      if constexpr (PREC == PREC_FP32) {
-        x = 0.f;
-        for (int k = 0; k < 8; ++k) x += s_vec[j][k] * mine[k];
-      } else {
-        x = s_slab[warp][j][lane];
+      const int chunk_end = min(c0 + CHUNK, count);
+      for (int j = c0; !done && j < chunk_end; ++j) {
+        float x;
+        if constexpr (PREC == PREC_FP32) {
+          x = 0.f;
+          for (int k = 0; k < 8; ++k) x += s_vec[j][k] * mine[k];
+        } else {
+          x = s_slab[warp][j - c0][lane];
+        }
+        float alpha;
+        if (opt.tcgs) {
+          const float log_o = s_o[j];
+          const float beta = x > log_o ? log_o : x;  // power <= 0; a NaN stays NaN
+          if (opt.early_cull && beta < LOG_ALPHA_MIN) continue;
+          alpha = fminf(ALPHA_MAX, __expf(beta));
+          if (!opt.early_cull && alpha < ALPHA_MIN) continue;
+        } else {
+          const float power = x > 0.f ? 0.f : x;
+          alpha = fminf(ALPHA_MAX, s_o[j] * __expf(power));
+          if (alpha < ALPHA_MIN) continue;
+        }
+        float next_T = T * (1.f - alpha);
+        if (opt.half_blend) next_T = round_operand<PREC_FP16>(next_T);
+        if (next_T < T_MIN) {
+          done = true;
+          break;
+        }
+        for (int ch = 0; ch < 3; ++ch) {
+          C[ch] += s_rgb[buf][j][ch] * alpha * T;
+          if (opt.half_blend) C[ch] = round_operand<PREC_FP16>(C[ch]);
+        }
+        T = next_T;
+        last = base + j - range.x + 1;
       }
-      float alpha;
-      if (opt.tcgs) {
-        const float log_o = s_o[j];
-        const float beta = x > log_o ? log_o : x;  // power <= 0; a NaN stays NaN
-        if (opt.early_cull && beta < LOG_ALPHA_MIN) continue;
-        alpha = fminf(ALPHA_MAX, __expf(beta));
-        if (!opt.early_cull && alpha < ALPHA_MIN) continue;
-      } else {
-        const float power = x > 0.f ? 0.f : x;
-        alpha = fminf(ALPHA_MAX, s_o[j] * __expf(power));
-        if (alpha < ALPHA_MIN) continue;
-      }
-      float next_T = T * (1.f - alpha);
-      if (opt.half_blend) next_T = round_operand<PREC_FP16>(next_T);
-      if (next_T < T_MIN) {
-        done = true;
-        break;
-      }
-      for (int ch = 0; ch < 3; ++ch) {
-        C[ch] += s_rgb[buf][j][ch] * alpha * T;
-        if (opt.half_blend) C[ch] = round_operand<PREC_FP16>(C[ch]);
-      }
-      T = next_T;
-      last = base + j - range.x + 1;
+      if constexpr (PREC != PREC_FP32) __syncwarp();  // the slab is rewritten for the next chunk
     }
   }
   cp_async_wait_all();  // nothing may land in shared memory after the block is gone
@@ -277,10 +278,11 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) 
 
 template <int PREC>
 void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
-  if (args.tc.batch == 16)
-    blend_tc_kernel<PREC, 16><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
-  else
-    blend_tc_kernel<PREC, 32><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  switch (args.tc.batch) {
+    case 32: blend_tc_kernel<PREC, 32><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
+    case 128: blend_tc_kernel<PREC, 128><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
+    default: blend_tc_kernel<PREC, 64><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
+  }
 }
 
 }  // namespace

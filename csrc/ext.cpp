@@ -94,7 +94,7 @@ BlendFn find_blend(const std::string& name) {
   return nullptr;
 }
 
-// precision: fp32 | tf32 | fp16; batch: 16 | 32 (Gaussians per GEMM).
+// precision: fp32 | tf32 | fp16; batch: 32 | 64 | 128 (Gaussians per pipeline stage).
 TcOptions tc_options(const std::string& blend, const std::string& precision, bool g2l, bool early_cull,
                      int64_t batch, bool half_blend) {
   TcOptions o{blend == "tcgs", g2l, early_cull, half_blend, PREC_FP32, (int)batch};
@@ -104,7 +104,8 @@ TcOptions tc_options(const std::string& blend, const std::string& precision, boo
                    precision, "'");
   TORCH_CHECK(blend != "vanilla" || precision == "fp32", "gsexp cuda rasterizer: the vanilla blend is fp32");
   TORCH_CHECK(!half_blend || blend == "tcgs", "gsexp cuda rasterizer: half_blend applies to the tcgs blend");
-  TORCH_CHECK(batch == 16 || batch == 32, "gsexp cuda rasterizer: batch must be 16 or 32, got ", batch);
+  TORCH_CHECK(batch == 32 || batch == 64 || batch == 128, "gsexp cuda rasterizer: batch must be 32, 64 or 128, got ",
+              batch);
   return o;
 }
 

@@ -42,7 +42,7 @@ def test_cpu_tensors_get_an_error_naming_the_fallback():
         render(g, cam, backend="cuda")
 
 
-@pytest.mark.parametrize("kw,match", [({"blend": "tcgs", "batch": 64}, "batch must be one of"),
+@pytest.mark.parametrize("kw,match", [({"blend": "tcgs", "batch": 48}, "batch must be one of"),
                                       ({"precision": "fp16"}, "runs in fp32")])
 def test_unsupported_cuda_options_say_so(kw, match):
     from render_helpers import random_scene

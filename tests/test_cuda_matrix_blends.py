@@ -41,7 +41,7 @@ def test_matrix_blend_image_matches_vanilla(scene, variant):
     assert p >= 60.0
 
 
-@pytest.mark.parametrize("batch", [16, 32])
+@pytest.mark.parametrize("batch", [32, 64, 128])
 @pytest.mark.parametrize("variant", VARIANTS, ids=name)
 def test_matrix_blend_matches_its_reference_emulation(variant, batch):
     """The kernel computes what the reference's formula says, batch size aside."""

@@ -51,9 +51,9 @@ def test_every_experiment_composes(experiment, shared, monkeypatch):
     (["rasterizer.precision=fp16"], "rasterizer.precision"),
     (["rasterizer.g2l=false"], "rasterizer.g2l"),  # vanilla has no G2L
     (["rasterizer.blend=gemm", "rasterizer.early_cull=false"], "rasterizer.early_cull"),  # tcgs only
-    (["rasterizer=tc_gs", "rasterizer.batch=64"], "rasterizer.batch"),
-    (["rasterizer=vanilla", "rasterizer.batch=16"], "rasterizer.batch"),  # vanilla has no GEMM
-    (["rasterizer.blend=tcgs", "rasterizer.batch=16"], "rasterizer.batch"),  # the reference has no batches
+    (["rasterizer=tc_gs", "rasterizer.batch=48"], "rasterizer.batch"),
+    (["rasterizer=vanilla", "rasterizer.batch=32"], "rasterizer.batch"),  # vanilla has no batches
+    (["rasterizer.blend=tcgs", "rasterizer.batch=32"], "rasterizer.batch"),  # nor has the reference
     (["data=blender", "data.path=/no/such/scene"], "data.path"),
     (["data=blender"], "data.path"),
     (["ssim_lambda=2"], "ssim_lambda"),

@@ -40,13 +40,14 @@ def background_tensor(background, device: torch.device) -> torch.Tensor:
 def render(gaussians, camera, *, backend: str = "torch", blend: str = "vanilla",
            precision: str = "fp32", g2l: bool = True, early_cull: bool = True,
            background=(0.0, 0.0, 0.0), sh_degree: int | None = None, timing: bool = False,
-           batch: int = 32, half_blend: bool = False) -> RenderOutput:
+           batch: int = 64, half_blend: bool = False) -> RenderOutput:
     """Render `gaussians` from `camera`.
 
     blend: vanilla | gemm (GEMM-GS) | tcgs (TC-GS); precision: fp32 | tf32 | fp16 operands
     for gemm/tcgs; g2l: tile-local pixel coordinates for gemm/tcgs; early_cull: tcgs culls
     in the log domain before the exp. sh_degree: SH bands to use (default: all stored).
-    batch: Gaussians per GEMM in the CUDA matrix blends (16 or 32; no effect on the image).
+    batch: Gaussians per pipeline stage of the CUDA matrix blends (32, 64 or 128; no effect
+    on the image).
     half_blend: tcgs accumulates T and colour in fp16, as TC-GS's code (the torch reference
     emulates it for rendering only).
     """

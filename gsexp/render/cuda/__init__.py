@@ -8,7 +8,7 @@ from gsexp.render.cuda.function import Rasterize, camera_values
 
 __all__ = ["rasterize", "hit_counts", "load", "CudaUnavailable"]
 
-BATCHES = (16, 32)  # Gaussians per GEMM in the matrix blends
+BATCHES = (32, 64, 128)  # Gaussians per pipeline stage of the matrix blends
 
 
 def rasterize(gaussians, camera, *, blend: str, precision: str, g2l: bool, early_cull: bool, batch: int,
@@ -52,5 +52,5 @@ def hit_counts(gaussians, camera) -> torch.Tensor:
     means2d = torch.empty(len(means), 2, device=means.device)
     background = torch.zeros(3, device=means.device)
     load().rasterize_forward(*raw, means2d, gaussians.sh_degree, camera_values(camera), background, "vanilla",
-                             "fp32", True, True, 32, False, False, counts)
+                             "fp32", True, True, 64, False, False, counts)
     return counts.long()
