@@ -30,7 +30,6 @@ constexpr int WARPS = BLOCK_PIXELS / 32;
 constexpr int CHUNK = 16;        // Gaussians per mma (its M)
 constexpr int SLAB_STRIDE = 40;  // floats per row of a warp's slab (32 pixels + padding)
 constexpr float TILE_CENTER = 0.5f * (TILE_SIZE - 1);
-constexpr float LOG_ALPHA_MIN = -5.541263545158426f;  // ln(1/255)
 
 __device__ inline float to_tf32(float x) {
   uint32_t r;
@@ -97,12 +96,13 @@ __device__ inline void pixel_vector(float u, float v, float f[8]) {
   for (int k = 0; k < 8; ++k) f[k] = round_operand<PREC>(f[k]);
 }
 
-// One Gaussian's 8-vector for the tile whose first pixel is (ox, oy). The setup runs in
+// One Gaussian's 8-vector for the tile whose first pixel is (ox, oy); returns what the blend
+// tests the exponent against: o for gemm, ln o for tcgs. The setup runs in
 // float64 for fp32 operands (the constant and linear terms cancel in the dot product, so
 // their rounding is the whole error budget) and in fp32 otherwise, where rounding the
 // operands to 10 mantissa bits dominates.
 template <int PREC>
-__device__ inline void gaussian_vector(float2 mean, float4 co, int ox, int oy, const TcOptions& opt, float g[8]) {
+__device__ inline float gaussian_vector(float2 mean, float4 co, int ox, int oy, const TcOptions& opt, float g[8]) {
   using Real = std::conditional_t<PREC == PREC_FP32, double, float>;
   const Real cx = opt.g2l ? ox + (Real)TILE_CENTER : (Real)0, cy = opt.g2l ? oy + (Real)TILE_CENTER : (Real)0;
   const Real mx = (Real)mean.x - cx, my = (Real)mean.y - cy;
@@ -113,13 +113,17 @@ __device__ inline void gaussian_vector(float2 mean, float4 co, int ox, int oy, c
   g[3] = -0.5f * co.x;
   g[4] = -0.5f * co.z;
   g[5] = -co.y;
+  float level = co.w;
   if (opt.tcgs) {  // the constant (with ln o) split in thirds keeps each operand small
-    g[0] = g[6] = g[7] = (float)((k + log((Real)co.w)) / (Real)3);
+    const Real log_o = log((Real)co.w);
+    g[0] = g[6] = g[7] = (float)((k + log_o) / (Real)3);
+    level = (float)log_o;
   } else {
     g[0] = (float)k;
     g[6] = g[7] = 0.f;
   }
   for (int i = 0; i < 8; ++i) g[i] = round_operand<PREC>(g[i]);
+  return level;
 }
 
 // The list is consumed in batches of BATCH Gaussians through a three-stage cp.async pipeline
@@ -202,9 +206,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) 
     if (loader) {
       float g[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
       if (j_load < count) {
-        const float4 co = s_co[buf][j_load];
-        gaussian_vector<PREC>(s_xy[buf][j_load], co, ox, oy, opt, g);
-        s_o[j_load] = opt.tcgs ? logf(co.w) : co.w;
+        s_o[j_load] = gaussian_vector<PREC>(s_xy[buf][j_load], s_co[buf][j_load], ox, oy, opt, g);
       }
       for (int k = 0; k < 8; ++k) s_vec[j_load][k] = g[k];
     }

@@ -11,5 +11,6 @@ constexpr float COV2D_DILATION = 0.3f;
 constexpr float FOV_CLAMP = 1.3f;
 constexpr float ALPHA_MAX = 0.99f;
 constexpr float ALPHA_MIN = 1.0f / 255.0f;
+constexpr float LOG_ALPHA_MIN = -5.541263545158426f;  // ln(1/255): TC-GS's EarlyCull threshold
 constexpr float T_MIN = 1e-4f;
 constexpr int MAX_SH_BASES = 16;  // degree 3

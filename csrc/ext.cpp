@@ -51,10 +51,11 @@ class StageTimer {
   std::vector<std::pair<std::string, cudaEvent_t>> events_;
 };
 
-void check_input(const torch::Tensor& t, const char* name, std::vector<int64_t> shape) {
+void check_input(const torch::Tensor& t, const char* name, std::vector<int64_t> shape,
+                 torch::ScalarType dtype = torch::kFloat32) {
   TORCH_CHECK(t.is_cuda(), "gsexp cuda rasterizer: ", name, " must be a CUDA tensor");
-  TORCH_CHECK(t.scalar_type() == torch::kFloat32, "gsexp cuda rasterizer: ", name,
-              " must be float32, got ", t.scalar_type());
+  TORCH_CHECK(t.scalar_type() == dtype, "gsexp cuda rasterizer: ", name,
+              " must be ", dtype, ", got ", t.scalar_type());
   TORCH_CHECK(t.is_contiguous(), "gsexp cuda rasterizer: ", name, " must be contiguous");
   TORCH_CHECK(t.dim() == (int64_t)shape.size(), "gsexp cuda rasterizer: ", name, " has shape ",
               t.sizes(), ", expected ", shape.size(), " dimensions");
@@ -143,9 +144,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   int* hits = nullptr;
   if (hit_counts) {
     TORCH_CHECK(blend == "vanilla", "gsexp cuda rasterizer: hit counts come from the vanilla blend, not '", blend, "'");
-    TORCH_CHECK(hit_counts->is_cuda() && hit_counts->scalar_type() == torch::kInt32 && hit_counts->is_contiguous() &&
-                    hit_counts->dim() == 1 && hit_counts->size(0) == n,
-                "gsexp cuda rasterizer: hit_counts must be a contiguous int32 CUDA tensor of shape [", n, "]");
+    check_input(*hit_counts, "hit_counts", {n}, torch::kInt32);
     hits = hit_counts->data_ptr<int>();
   }
   const Camera cam = make_camera(camera);
@@ -271,5 +270,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("fov_clamp") = FOV_CLAMP;
   m.attr("alpha_max") = ALPHA_MAX;
   m.attr("alpha_min") = ALPHA_MIN;
+  m.attr("log_alpha_min") = LOG_ALPHA_MIN;
   m.attr("t_min") = T_MIN;
 }

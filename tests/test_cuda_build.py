@@ -24,7 +24,7 @@ def compiled_extension():
 def test_extension_compiles_and_mirrors_the_constants():
     ext = compiled_extension()
     assert ext.tile_size == constants.TILE_SIZE
-    for name in ("near_plane", "cov2d_dilation", "fov_clamp", "alpha_max", "alpha_min", "t_min"):
+    for name in ("near_plane", "cov2d_dilation", "fov_clamp", "alpha_max", "alpha_min", "log_alpha_min", "t_min"):
         assert getattr(ext, name) == pytest.approx(getattr(constants, name.upper()), rel=1e-6), name
 
 

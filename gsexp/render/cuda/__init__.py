@@ -11,6 +11,12 @@ __all__ = ["rasterize", "hit_counts", "load", "CudaUnavailable"]
 BATCHES = (32, 64, 128)  # Gaussians per pipeline stage of the matrix blends
 
 
+def raw_params(gaussians) -> list[torch.Tensor]:
+    """The parameters as the kernels read them: raw (they apply the activations), fp32, contiguous."""
+    return [t.float().contiguous() for t in (gaussians.means, gaussians.log_scales, gaussians.quats,
+                                             gaussians.opacity_logits, gaussians.sh)]
+
+
 def rasterize(gaussians, camera, *, blend: str, precision: str, g2l: bool, early_cull: bool, batch: int,
               half_blend: bool, background: torch.Tensor, sh_degree: int | None, timing: bool):
     """Returns (image, alpha, n_contrib, radii, means2d, depths, stage_ms); means2d is a leaf
@@ -33,9 +39,7 @@ def rasterize(gaussians, camera, *, blend: str, precision: str, g2l: bool, early
                 "batch": int(batch), "half_blend": bool(half_blend), "timing": timing, "stage_ms": {}}
     # Filled by the kernel (no memset); a leaf so that .grad is the screen-space gradient.
     holder = torch.empty(len(means), 2, device=means.device, requires_grad=torch.is_grad_enabled())
-    raw = [t.float().contiguous() for t in (means, gaussians.log_scales, gaussians.quats, gaussians.opacity_logits,
-                                            gaussians.sh)]
-    image, alpha, n_contrib, radii, depths = Rasterize.apply(*raw, holder, settings)
+    image, alpha, n_contrib, radii, depths = Rasterize.apply(*raw_params(gaussians), holder, settings)
     return image, alpha, n_contrib, radii, holder, depths, settings["stage_ms"]
 
 
@@ -47,8 +51,7 @@ def hit_counts(gaussians, camera) -> torch.Tensor:
     if means.device.type != "cuda":
         raise CudaUnavailable(f"hit_counts: the Gaussians are on {means.device}, not a CUDA device")
     counts = torch.zeros(len(means), dtype=torch.int32, device=means.device)
-    raw = [t.detach().float().contiguous() for t in (means, gaussians.log_scales, gaussians.quats,
-                                                     gaussians.opacity_logits, gaussians.sh)]
+    raw = [t.detach() for t in raw_params(gaussians)]
     means2d = torch.empty(len(means), 2, device=means.device)
     background = torch.zeros(3, device=means.device)
     load().rasterize_forward(*raw, means2d, gaussians.sh_degree, camera_values(camera), background, "vanilla",

@@ -121,8 +121,7 @@ def _record_entries(rounds, live, alpha, t_after, trans, active, pair, pixel_id,
     contrib = (e_alpha * t_e).double()[:, None] * colors.index_select(0, tiles.gauss_ids.index_select(0, e_pair))
     rounds.append(RoundEntries(e_pair, ids, t_e, _segment_cumsum(contrib, ids) + rgb.index_select(0, ids)))
     rgb.index_add_(0, ids, contrib)
-    rank = e_pair - tile_start.index_select(0, tiles.tile_ids.index_select(0, e_pair)) + 1
-    n_contrib.scatter_reduce_(0, ids, rank, reduce="amax")  # INRIA's: last contributor's position
+    n_contrib.scatter_reduce_(0, ids, _ranks(e_pair, tiles, tile_start), reduce="amax")  # INRIA's: last contributor's position
     trans.view(-1).scatter_reduce_(0, bp, t_after.view(-1).index_select(0, lin), reduce="amin")
 
 
