@@ -3,6 +3,10 @@
 # 1920x1080 and on a gsexp-trained lego (its test cameras) at 1x, 2x and 3x of 800x800.
 #   bash experiments/tensor_core_blends/bench.sh <biker.ply> <lego run dir> <lego data> <out dir>
 set -euo pipefail
+if [ $# -ne 4 ]; then
+  echo "usage: bash $0 <biker.ply> <lego run dir> <lego data dir> <out dir>" >&2
+  exit 2
+fi
 PLY=$1 LEGO_RUN=$2 LEGO_DATA=$3 OUT=$4
 mkdir -p "$OUT"
 SPECS=cuda,cuda:gemm:precision=fp16,cuda:gemm:precision=tf32,cuda:tcgs:precision=fp16,cuda:tcgs:precision=tf32
