@@ -3,10 +3,10 @@
 // 8-vector per pixel, so 16 Gaussians x the tile's 256 pixels is one small GEMM.
 // Each warp owns 32 pixels (two tile rows). For every 16 Gaussians of the batch it multiplies
 // their vectors with its pixels' vectors on the tensor cores (mma.sync m16n8k8, fp16 or tf32
-// operands, fp32 accumulation) into its own shared slab, then each thread composites its
-// pixel from its column. Only the warp reads what it wrote, so __syncwarp separates the
-// two, and a warp whose pixels are all done skips both. Loads run ahead through cp.async
-// (see the kernel).
+// operands, fp32 accumulation) into its own shared slab; each pixel then reads its 16
+// exponents, keeps a bit for each one that can pass, and composites only those. Only the warp
+// reads what it wrote, so __syncwarp separates the two, and a warp whose pixels are all done
+// skips both. Loads run ahead through cp.async (see the kernel).
 //
 // Pixel vector, both forms: (1, u, v, u^2, v^2, uv, 1, 1).
 //   gemm: Gaussian vector (k, lx, ly, qx, qy, qxy, 0, 0)      -> power
@@ -28,7 +28,6 @@ namespace {
 
 constexpr int WARPS = BLOCK_PIXELS / 32;
 constexpr int CHUNK = 16;        // Gaussians per mma (its M)
-constexpr int SLAB_STRIDE = 40;  // floats per row of a warp's slab (32 pixels + padding)
 constexpr float TILE_CENTER = 0.5f * (TILE_SIZE - 1);
 
 __device__ inline float to_tf32(float x) {
@@ -90,10 +89,23 @@ __device__ inline void pixel_uv(int p, int ox, int oy, bool g2l, float& u, float
   }
 }
 
+// Entry k of the pixel vector (1, u, v, u^2, v^2, uv, 1, 1), rounded to the operand format.
+template <int PREC>
+__device__ inline float pixel_entry(float u, float v, int k) {
+  float f = 1.f;
+  switch (k) {
+    case 1: f = u; break;
+    case 2: f = v; break;
+    case 3: f = u * u; break;
+    case 4: f = v * v; break;
+    case 5: f = u * v; break;
+  }
+  return round_operand<PREC>(f);
+}
+
 template <int PREC>
 __device__ inline void pixel_vector(float u, float v, float f[8]) {
-  f[0] = 1.f; f[1] = u; f[2] = v; f[3] = u * u; f[4] = v * v; f[5] = u * v; f[6] = 1.f; f[7] = 1.f;
-  for (int k = 0; k < 8; ++k) f[k] = round_operand<PREC>(f[k]);
+  for (int k = 0; k < 8; ++k) f[k] = pixel_entry<PREC>(u, v, k);
 }
 
 // One Gaussian's 8-vector for the tile whose first pixel is (ox, oy); returns what the blend
@@ -126,22 +138,32 @@ __device__ inline float gaussian_vector(float2 mean, float4 co, int ox, int oy, 
   return level;
 }
 
+// Where a chunk's 16 exponents go between the tensor cores and the pixels: per warp, one row of
+// 16 floats per pixel, padded to 20 so that both the fragment stores (float2) and the pixel's
+// four float4 loads are free of bank conflicts.
+constexpr int SLAB_STRIDE = CHUNK + 4;
+
 // The list is consumed in batches of BATCH Gaussians through a three-stage cp.async pipeline
 // run by the first BATCH threads: ids of batch b+2, features of batch b+1 and vectors of
 // batch b are in flight together (each loader thread handles the same slot j in every
 // stage, so only the vectors need a block barrier).
-template <int PREC, int BATCH>
+// Within a batch, a warp takes 16 Gaussians at a time: the tensor cores write the 16 x 32
+// exponents to the warp's slab, each pixel reads its 16, keeps a bit for each one at or over
+// ln(1/255) (TC-GS's EarlyCull: the log-domain test before any exp; for GEMM-GS a bound,
+// since o < 1) and then visits only those entries, in list order.
+template <int PREC, int BATCH, bool TCGS>
 __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) {
   static_assert(BATCH % CHUNK == 0 && BATCH <= BLOCK_PIXELS, "one loader thread per Gaussian of the batch");
   __shared__ int s_ids[3][BATCH];
   __shared__ float2 s_xy[2][BATCH];
   __shared__ float4 s_co[2][BATCH];
-  __shared__ float s_rgb[2][BATCH][3];
-  __shared__ float s_vec[BATCH][8];
-  __shared__ float s_o[BATCH];     // opacity (gemm) or ln o (tcgs)
-  __shared__ float s_slab[PREC == PREC_FP32 ? 1 : WARPS][CHUNK][SLAB_STRIDE];
+  __shared__ float4 s_rgb[2][BATCH];  // xyz used: one 16-byte load per contributor
+  __shared__ __align__(16) float s_vec[BATCH][8];  // fp16: four half2 per row
+  __shared__ float s_level[BATCH];                 // o (gemm) or ln o (tcgs)
+  __shared__ __align__(16) float s_slab[WARPS][32][SLAB_STRIDE];
 
   const TcOptions opt = args.tc;
+  const bool cull = !TCGS || opt.early_cull;
   const TilePixel tp = tile_pixel(args.ranges, args.tiles_x, args.width, args.height);
   const int ox = (blockIdx.x % args.tiles_x) * TILE_SIZE, oy = (blockIdx.x / args.tiles_x) * TILE_SIZE;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, grp = lane >> 2, tig = lane & 3;
@@ -149,6 +171,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) 
   const int num_batches = (range.y - range.x + BATCH - 1) / BATCH;
   const int j_load = threadIdx.x;  // this thread's slot when it is a loader
   const bool loader = j_load < BATCH;
+  float* const my_row = s_slab[warp][lane];  // this pixel's exponents of the current chunk
 
   float mine[8];  // this pixel's vector (the fp32 path's dot product)
   {
@@ -160,14 +183,13 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) 
   uint32_t bfrag[4][2];
   if constexpr (PREC != PREC_FP32) {
     for (int nt = 0; nt < 4; ++nt) {
-      float u, v, f[8];
+      float u, v;
       pixel_uv(32 * warp + 8 * nt + grp, ox, oy, opt.g2l, u, v);
-      pixel_vector<PREC>(u, v, f);
       if constexpr (PREC == PREC_FP16) {
-        bfrag[nt][0] = pack_half2(f[2 * tig], f[2 * tig + 1]);
+        bfrag[nt][0] = pack_half2(pixel_entry<PREC>(u, v, 2 * tig), pixel_entry<PREC>(u, v, 2 * tig + 1));
       } else {
-        bfrag[nt][0] = __float_as_uint(f[tig]);
-        bfrag[nt][1] = __float_as_uint(f[tig + 4]);
+        bfrag[nt][0] = __float_as_uint(pixel_entry<PREC>(u, v, tig));
+        bfrag[nt][1] = __float_as_uint(pixel_entry<PREC>(u, v, tig + 4));
       }
     }
   }
@@ -184,7 +206,8 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) 
       const int id = s_ids[b % 3][j_load];
       cp_async<8>(&s_xy[b & 1][j_load], args.means2d + 2 * id);
       cp_async<16>(&s_co[b & 1][j_load], args.conic_opacity + 4 * id);
-      for (int ch = 0; ch < 3; ++ch) cp_async<4>(&s_rgb[b & 1][j_load][ch], args.colors + 3 * id + ch);
+      float* rgb = &s_rgb[b & 1][j_load].x;
+      for (int ch = 0; ch < 3; ++ch) cp_async<4>(rgb + ch, args.colors + 3 * id + ch);
     }
     cp_async_commit();
   };
@@ -196,78 +219,104 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) 
   bool done = !tp.inside;
   float T = 1.f, C[3] = {0.f, 0.f, 0.f};
   int last = 0;
+  // Composite the entries of `mask` (bits over Gaussians c0 .. c0+15 of batch b) into this
+  // pixel, in list order. HALF: T and colour rounded to fp16 after every entry (TC-GS).
+  auto composite = [&](int b, int c0, int buf, uint32_t mask, auto half) {
+    constexpr bool HALF = decltype(half)::value;
+    while (mask) {
+      const int j = __ffs(mask) - 1;
+      mask &= mask - 1;
+      const int e = c0 + j;
+      const float x = my_row[j], level = s_level[e];
+      float alpha;
+      if constexpr (TCGS) {
+        const float beta = x > level ? level : x;  // power <= 0; a NaN stays NaN
+        alpha = fminf(ALPHA_MAX, __expf(beta));
+        if (cull ? beta < LOG_ALPHA_MIN : alpha < ALPHA_MIN) continue;
+      } else {
+        alpha = fminf(ALPHA_MAX, level * __expf(x > 0.f ? 0.f : x));
+        if (alpha < ALPHA_MIN) continue;
+      }
+      float next_T = T * (1.f - alpha);
+      if constexpr (HALF) next_T = round_operand<PREC_FP16>(next_T);
+      if (next_T < T_MIN) {
+        done = true;
+        return;
+      }
+      const float4 rgb = s_rgb[buf][e];
+      const float w = alpha * T;
+      C[0] += rgb.x * w;
+      C[1] += rgb.y * w;
+      C[2] += rgb.z * w;
+      if constexpr (HALF) {
+        for (int ch = 0; ch < 3; ++ch) C[ch] = round_operand<PREC_FP16>(C[ch]);
+      }
+      T = next_T;
+      last = b * BATCH + e + 1;
+    }
+  };
   for (int b = 0; b < num_batches; ++b) {
     if (__syncthreads_count(done) == BLOCK_PIXELS) break;
-    const int base = range.x + b * BATCH, count = min(BATCH, range.y - base), buf = b & 1;
+    const int count = min(BATCH, range.y - range.x - b * BATCH), buf = b & 1;
     load_ids(b + 2);       // in flight: ids(b+1), features(b), ids(b+2)
     cp_async_wait<2>();    // ids(b+1) landed
     load_features(b + 1);  // in flight: features(b), ids(b+2), features(b+1)
     cp_async_wait<2>();    // features(b) landed
     if (loader) {
-      float g[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-      if (j_load < count) {
-        s_o[j_load] = gaussian_vector<PREC>(s_xy[buf][j_load], s_co[buf][j_load], ox, oy, opt, g);
+      float g[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};  // slots past the list: masked out below
+      s_level[j_load] = j_load < count ? gaussian_vector<PREC>(s_xy[buf][j_load], s_co[buf][j_load], ox, oy, opt, g) : 0.f;
+      if constexpr (PREC == PREC_FP16) {
+        uint32_t* row = reinterpret_cast<uint32_t*>(s_vec[j_load]);
+        for (int k = 0; k < 4; ++k) row[k] = pack_half2(g[2 * k], g[2 * k + 1]);
+      } else {
+        for (int k = 0; k < 8; ++k) s_vec[j_load][k] = g[k];
       }
-      for (int k = 0; k < 8; ++k) s_vec[j_load][k] = g[k];
     }
     __syncthreads();
 
     for (int c0 = 0; c0 < count; c0 += CHUNK) {
       if (__all_sync(0xffffffffu, done)) break;  // warp-uniform: the warp's pixels are finished
-      if constexpr (PREC != PREC_FP32) {
-        const float* r0 = s_vec[c0 + grp];
-        const float* r1 = s_vec[c0 + grp + 8];
+      if constexpr (PREC == PREC_FP32) {
+        for (int j = 0; j < CHUNK; ++j) {
+          float x = 0.f;
+          for (int k = 0; k < 8; ++k) x += s_vec[c0 + j][k] * mine[k];
+          my_row[j] = x;  // read back by this thread only
+        }
+      } else {
+        // mma rows grp and grp+8 are Gaussians 2grp and 2grp+1, so each accumulator pair
+        // lands as one float2 in the pixel-major slab.
+        const uint32_t* r0 = reinterpret_cast<const uint32_t*>(s_vec[c0 + 2 * grp]);
+        const uint32_t* r1 = reinterpret_cast<const uint32_t*>(s_vec[c0 + 2 * grp + 1]);
         for (int nt = 0; nt < 4; ++nt) {
           float d[4];
           if constexpr (PREC == PREC_FP16) {
-            mma_fp16(d, pack_half2(r0[2 * tig], r0[2 * tig + 1]), pack_half2(r1[2 * tig], r1[2 * tig + 1]),
-                     bfrag[nt][0]);
+            mma_fp16(d, r0[tig], r1[tig], bfrag[nt][0]);
           } else {
-            mma_tf32(d, __float_as_uint(r0[tig]), __float_as_uint(r1[tig]), __float_as_uint(r0[tig + 4]),
-                     __float_as_uint(r1[tig + 4]), bfrag[nt][0], bfrag[nt][1]);
+            mma_tf32(d, r0[tig], r1[tig], r0[tig + 4], r1[tig + 4], bfrag[nt][0], bfrag[nt][1]);
           }
-          float* row0 = s_slab[warp][grp] + 8 * nt + 2 * tig;
-          float* row1 = s_slab[warp][grp + 8] + 8 * nt + 2 * tig;
-          row0[0] = d[0]; row0[1] = d[1];
-          row1[0] = d[2]; row1[1] = d[3];
+          const int p = 8 * nt + 2 * tig;
+          *reinterpret_cast<float2*>(&s_slab[warp][p][2 * grp]) = make_float2(d[0], d[2]);
+          *reinterpret_cast<float2*>(&s_slab[warp][p + 1][2 * grp]) = make_float2(d[1], d[3]);
         }
         __syncwarp();
       }
-      const int chunk_end = min(c0 + CHUNK, count);
-      for (int j = c0; !done && j < chunk_end; ++j) {
-        float x;
-        if constexpr (PREC == PREC_FP32) {
-          x = 0.f;
-          for (int k = 0; k < 8; ++k) x += s_vec[j][k] * mine[k];
-        } else {
-          x = s_slab[warp][j - c0][lane];
+      if (!done) {
+        uint32_t mask = count - c0 < CHUNK ? (1u << (count - c0)) - 1 : 0xffffu;  // the list's end
+        if (cull) {  // written as !(x < level) so that a NaN is kept, as vanilla keeps it
+          uint32_t keep = 0;
+          for (int q = 0; q < CHUNK / 4; ++q) {
+            const float4 t = reinterpret_cast<const float4*>(my_row)[q];
+            keep |= (uint32_t)!(t.x < LOG_ALPHA_MIN) << (4 * q) | (uint32_t)!(t.y < LOG_ALPHA_MIN) << (4 * q + 1) |
+                    (uint32_t)!(t.z < LOG_ALPHA_MIN) << (4 * q + 2) | (uint32_t)!(t.w < LOG_ALPHA_MIN) << (4 * q + 3);
+          }
+          mask &= keep;
         }
-        float alpha;
-        if (opt.tcgs) {
-          const float log_o = s_o[j];
-          const float beta = x > log_o ? log_o : x;  // power <= 0; a NaN stays NaN
-          if (opt.early_cull && beta < LOG_ALPHA_MIN) continue;
-          alpha = fminf(ALPHA_MAX, __expf(beta));
-          if (!opt.early_cull && alpha < ALPHA_MIN) continue;
-        } else {
-          const float power = x > 0.f ? 0.f : x;
-          alpha = fminf(ALPHA_MAX, s_o[j] * __expf(power));
-          if (alpha < ALPHA_MIN) continue;
-        }
-        float next_T = T * (1.f - alpha);
-        if (opt.half_blend) next_T = round_operand<PREC_FP16>(next_T);
-        if (next_T < T_MIN) {
-          done = true;
-          break;
-        }
-        for (int ch = 0; ch < 3; ++ch) {
-          C[ch] += s_rgb[buf][j][ch] * alpha * T;
-          if (opt.half_blend) C[ch] = round_operand<PREC_FP16>(C[ch]);
-        }
-        T = next_T;
-        last = base + j - range.x + 1;
+        if (opt.half_blend)
+          composite(b, c0, buf, mask, std::true_type{});
+        else
+          composite(b, c0, buf, mask, std::false_type{});
       }
-      if constexpr (PREC != PREC_FP32) __syncwarp();  // the slab is rewritten for the next chunk
+      __syncwarp();  // the slab is rewritten for the next chunk
     }
   }
   cp_async_wait_all();  // nothing may land in shared memory after the block is gone
@@ -278,13 +327,21 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) 
   args.n_contrib[pix] = last;
 }
 
-template <int PREC>
+template <int PREC, bool TCGS>
 void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
   switch (args.tc.batch) {
-    case 32: blend_tc_kernel<PREC, 32><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
-    case 128: blend_tc_kernel<PREC, 128><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
-    default: blend_tc_kernel<PREC, 64><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
+    case 32: blend_tc_kernel<PREC, 32, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
+    case 64: blend_tc_kernel<PREC, 64, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
+    default: blend_tc_kernel<PREC, 128, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
   }
+}
+
+template <int PREC>
+void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
+  if (args.tc.tcgs)
+    launch<PREC, true>(args, tiles, stream);
+  else
+    launch<PREC, false>(args, tiles, stream);
 }
 
 }  // namespace

@@ -75,9 +75,10 @@ def test_matrix_blend_gradients_follow_vanilla(variant):
         out = render(leaves, cam, backend="cuda", **kw)
         (out.image * w).sum().backward()
         grads.append([leaves.means.grad, leaves.log_scales.grad, leaves.opacity_logits.grad, leaves.sh.grad])
-    for ref, got in zip(*grads):
-        err = ((got - ref).norm() / ref.norm()).item()
-        assert err <= (1e-3 if variant["precision"] == "fp32" else 3e-2), (variant, err)
+    errs = [((got - ref).norm() / ref.norm()).item() for ref, got in zip(*grads)]
+    print("gradient relative error (means, log_scales, opacity_logits, sh)", variant, [f"{e:.1e}" for e in errs])
+    # Measured on the H200 (2026-12-02): fp32 <= 8.1e-7, tf32 and fp16 <= 5.5e-3 (means).
+    assert max(errs) <= (1e-5 if variant["precision"] == "fp32" else 1e-2), (variant, errs)
 
 
 def test_early_cull_off_changes_only_rounding():

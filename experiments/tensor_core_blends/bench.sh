@@ -11,7 +11,7 @@ PLY=$1 LEGO_RUN=$2 LEGO_DATA=$3 OUT=$4
 mkdir -p "$OUT"
 SPECS=cuda,cuda:gemm:precision=fp16,cuda:gemm:precision=tf32,cuda:tcgs:precision=fp16,cuda:tcgs:precision=tf32
 SPECS=$SPECS,cuda:tcgs:precision=fp16:early_cull=false,cuda:tcgs:precision=fp16:g2l=false
-SPECS=$SPECS,cuda:tcgs:precision=fp16:half_blend=true,cuda:tcgs:precision=fp16:batch=32,cuda:tcgs:precision=fp16:batch=128
+SPECS=$SPECS,cuda:tcgs:precision=fp16:half_blend=true,cuda:tcgs:precision=fp16:batch=32,cuda:tcgs:precision=fp16:batch=64
 for s in 1 2 3; do
   python -m gsexp.bench --ply "$PLY" --rasterizers "$SPECS" --width $((1920 * s)) --height $((1080 * s)) \
       --frames 10 --json "$OUT/biker_${s}x.json"

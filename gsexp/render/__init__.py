@@ -40,7 +40,7 @@ def background_tensor(background, device: torch.device) -> torch.Tensor:
 def render(gaussians, camera, *, backend: str = "torch", blend: str = "vanilla",
            precision: str = "fp32", g2l: bool = True, early_cull: bool = True,
            background=(0.0, 0.0, 0.0), sh_degree: int | None = None, timing: bool = False,
-           batch: int = 64, half_blend: bool = False) -> RenderOutput:
+           batch: int = 128, half_blend: bool = False) -> RenderOutput:
     """Render `gaussians` from `camera`.
 
     blend: vanilla | gemm (GEMM-GS) | tcgs (TC-GS); precision: fp32 | tf32 | fp16 operands
