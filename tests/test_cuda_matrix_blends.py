@@ -41,6 +41,26 @@ def test_matrix_blend_image_matches_vanilla(scene, variant):
     assert p >= 60.0
 
 
+@pytest.fixture(scope="module")
+def biker(shared):
+    from gsexp.gaussians.ply import load_ply
+    from gsexp.render.cuda.parity import scene_camera
+
+    g = load_ply(shared / "data/scenes/biker.compressed.ply").to("cuda")
+    return g, scene_camera(g, 1920, 1080)
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=name)
+def test_matrix_blend_on_biker_matches_vanilla(biker, variant):
+    g, cam = biker
+    with torch.no_grad():
+        ref = render(g, cam, backend="cuda")
+        out = render(g, cam, backend="cuda", **variant)
+    p = psnr(out.image, ref.image)
+    print("biker 1920x1080", variant, f"{p:.2f} dB")
+    assert p >= 60.0
+
+
 @pytest.mark.parametrize("batch", [32, 64, 128])
 @pytest.mark.parametrize("variant", VARIANTS, ids=name)
 def test_matrix_blend_matches_its_reference_emulation(variant, batch):
