@@ -104,3 +104,32 @@ def test_mask_removes_gaussians_during_training(tmp_path):
     s = json.loads(path.read_text())
     assert s["status"] == "ok" and s["psnr"] > 5
     assert 100 < s["num_gaussians"] < 600  # a random cloud, no densification: the mask drops some
+
+
+def test_prune_rounds_remove_ratio_in_all():
+    from gsexp.compress import make_compression
+
+    one = make_compression("prune", ratio=0.66, at_step=25000)
+    assert one.steps() == (25000,) and one.share() == 0.66
+    three = make_compression("prune", ratio=0.875, at_step=[15000, 20000, 25000])
+    assert three.share() == pytest.approx(0.5)  # 0.5 of what is left, three times: 1/8 stays
+    assert three.scaled(3000).steps() == (1500, 2000, 2500)
+    assert three.scaled(2).steps() == (1, 2)  # rounds that fall on the same step merge
+    for bad in ([20000, 15000], [0], [15000, 15000], "25000"):
+        with pytest.raises(ValueError, match="at_step"):
+            make_compression("prune", at_step=bad)
+    with pytest.raises(ValueError, match="fraction"):
+        make_compression("prune_vq", fraction=1.5)  # before any training, not at its end
+
+
+@pytest.mark.slow
+def test_training_prunes_in_rounds(tmp_path):
+    import json
+
+    from test_train_run import TINY, run_train
+
+    run_train([*TINY, "iterations=45", "compress=prune", "compress.options.at_step=[15000,25000]"], tmp_path / "c")
+    run_train([*TINY, "iterations=45"], tmp_path / "plain")
+    c, p = (json.loads(next((tmp_path / d).rglob("summary.json")).read_text()) for d in ("c", "plain"))
+    assert c["status"] == "ok"
+    assert c["num_gaussians"] == pytest.approx(0.34 * p["num_gaussians"], abs=3)  # two rounds of 41.7%
