@@ -155,10 +155,10 @@ def validate(cfg: DictConfig) -> DictConfig:
          "the torch reference emulates half_blend for rendering only; train it with rasterizer=tc_gs (CUDA)")
     need(r.batch in (32, 64, 128), "rasterizer.batch",
          f"must be 32, 64 or 128 (Gaussians per pipeline stage), got {r.batch}")
-    need(r.backend == "cuda" or r.batch == 128, "rasterizer.batch",
+    need(r.backend == "cuda" or r.batch == RasterizerConfig.batch, "rasterizer.batch",
          "batch (Gaussians per pipeline stage) applies to rasterizer.backend=cuda; the torch reference has no batches",
          InvalidCombination)
-    need(r.blend != "vanilla" or r.batch == 128, "rasterizer.batch",
+    need(r.blend != "vanilla" or r.batch == RasterizerConfig.batch, "rasterizer.batch",
          "batch (Gaussians per pipeline stage) applies to rasterizer.blend=gemm or tcgs; vanilla has no such switch",
          InvalidCombination)
     need(merged.rasterizer.backend != "cuda" or merged.device != "cpu", "device",

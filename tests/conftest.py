@@ -13,3 +13,12 @@ def shared() -> Path:
     if not (path / "data").is_dir():
         pytest.skip(f"shared data not found at {path}/data (set GSEXP_SHARED to the shared folder)")
     return path
+
+
+@pytest.fixture(scope="session")
+def biker(shared):
+    """biker's Gaussians on the GPU and parity.scene_camera(g, width, height) (GPU tests only)."""
+    from gsexp.gaussians.ply import load_ply
+    from gsexp.render.cuda.parity import scene_camera
+
+    return load_ply(shared / "data/scenes/biker.compressed.ply").to("cuda"), scene_camera

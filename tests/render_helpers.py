@@ -29,6 +29,11 @@ def random_scene(seed: int, n: int = 60, width: int = 40, height: int = 32, sh_d
     return g, cam
 
 
+def cuda_scene(seed: int, n: int, width: int, height: int, sh_degree: int):
+    """random_scene with the Gaussians on the GPU (the camera stays on the host, as render() takes it)."""
+    g, cam = random_scene(seed, n, width, height, sh_degree)
+    return g.to("cuda"), cam
+
 def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), hits=None, half_state=False):
     """INRIA's algorithm written pixel by pixel in float32 numpy, independent of gsexp.render.
     `hits` (an [N] int array) counts, per Gaussian, the pixels it contributes to.

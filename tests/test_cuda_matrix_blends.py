@@ -8,7 +8,7 @@ import torch
 
 from gsexp import metrics
 from gsexp.render import render
-from render_helpers import random_scene
+from render_helpers import cuda_scene
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -18,11 +18,6 @@ SCENES = [(1, 800, 130, 97, 3), (3, 30000, 800, 600, 3)]
 
 def name(v):
     return "-".join(str(x) for x in v.values())
-
-
-def cuda_scene(seed, n, w, h, degree):
-    g, cam = random_scene(seed, n, w, h, degree)
-    return g.to("cuda"), cam
 
 
 def psnr(a, b):
@@ -41,18 +36,10 @@ def test_matrix_blend_image_matches_vanilla(scene, variant):
     assert p >= 60.0
 
 
-@pytest.fixture(scope="module")
-def biker(shared):
-    from gsexp.gaussians.ply import load_ply
-    from gsexp.render.cuda.parity import scene_camera
-
-    g = load_ply(shared / "data/scenes/biker.compressed.ply").to("cuda")
-    return g, scene_camera(g, 1920, 1080)
-
-
 @pytest.mark.parametrize("variant", VARIANTS, ids=name)
 def test_matrix_blend_on_biker_matches_vanilla(biker, variant):
-    g, cam = biker
+    g, make_camera = biker
+    cam = make_camera(g, 1920, 1080)
     with torch.no_grad():
         ref = render(g, cam, backend="cuda")
         out = render(g, cam, backend="cuda", **variant)

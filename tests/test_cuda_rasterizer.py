@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gsexp.render import render
-from render_helpers import random_scene
+from render_helpers import cuda_scene
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -17,20 +17,6 @@ SCENES = [  # seed, Gaussians, width, height, SH degree
     (3, 30000, 800, 600, 3),
 ]
 BACKGROUND = (0.2, 0.5, 0.9)
-
-
-def cuda_scene(seed, n, w, h, degree):
-    g, cam = random_scene(seed, n, w, h, degree)
-    return g.to("cuda"), cam
-
-
-@pytest.fixture(scope="module")
-def biker(shared):
-    from gsexp.gaussians.ply import load_ply
-    from gsexp.render.cuda.parity import scene_camera
-
-    g = load_ply(shared / "data/scenes/biker.compressed.ply").to("cuda")
-    return g, scene_camera
 
 
 @pytest.mark.parametrize("scene", SCENES)

@@ -125,11 +125,13 @@ class PruneVQ(Prune):
 
     def __post_init__(self):
         super().__post_init__()
-        VectorQuantize(self.codes, self.fraction, self.beta, self.iterations)  # its checks, before training
+        self.vq()  # its checks, before training
+
+    def vq(self) -> VectorQuantize:
+        return VectorQuantize(self.codes, self.fraction, self.beta, self.iterations)
 
     def finalize(self, params, cameras, sh_degree: int):
-        vq = VectorQuantize(self.codes, self.fraction, self.beta, self.iterations)
-        return vq.finalize(params, cameras, sh_degree)
+        return self.vq().finalize(params, cameras, sh_degree)
 
 
 @dataclass

@@ -55,5 +55,5 @@ def hit_counts(gaussians, camera) -> torch.Tensor:
     means2d = torch.empty(len(means), 2, device=means.device)
     background = torch.zeros(3, device=means.device)
     load().rasterize_forward(*raw, means2d, gaussians.sh_degree, camera_values(camera), background, "vanilla",
-                             "fp32", True, True, 64, False, False, counts)
+                             "fp32", True, True, max(BATCHES), False, False, counts)  # the switches vanilla ignores
     return counts.long()
