@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
   __shared__ float s_rgb[BLOCK_PIXELS][3];
   __shared__ int s_max_last;
 
-  const TilePixel tp = tile_pixel(args.ranges, args.tiles_x, args.width, args.height);
+  const TilePixel tp = tile_pixel(args.ranges, args.tile_order, args.tiles_x, args.width, args.height);
   const int px = tp.x, py = tp.y;
   const bool inside = tp.inside;
   const float fx = (float)px, fy = (float)py;

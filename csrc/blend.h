@@ -22,6 +22,7 @@ struct TcOptions {
 struct BlendArgs {
   // read-only inputs
   const int* ranges;           // [tiles, 2]
+  const int* tile_order;       // [tiles] the tile each block renders, or null for raster order
   const int32_t* point_list;   // [pairs] Gaussian ids sorted by (tile, depth)
   const float* means2d;        // [N,2] fp32 pixel coordinates
   const float* conic_opacity;  // [N,4]

@@ -164,8 +164,8 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) 
 
   const TcOptions opt = args.tc;
   const bool cull = !TCGS || opt.early_cull;
-  const TilePixel tp = tile_pixel(args.ranges, args.tiles_x, args.width, args.height);
-  const int ox = (blockIdx.x % args.tiles_x) * TILE_SIZE, oy = (blockIdx.x / args.tiles_x) * TILE_SIZE;
+  const TilePixel tp = tile_pixel(args.ranges, args.tile_order, args.tiles_x, args.width, args.height);
+  const int ox = (tp.tile % args.tiles_x) * TILE_SIZE, oy = (tp.tile / args.tiles_x) * TILE_SIZE;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, grp = lane >> 2, tig = lane & 3;
   const int2 range = tp.range;
   const int num_batches = (range.y - range.x + BATCH - 1) / BATCH;

@@ -16,7 +16,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs a
   __shared__ int s_id[COUNT ? BLOCK_PIXELS : 1];
   __shared__ int s_hits[COUNT ? BLOCK_PIXELS : 1];
 
-  const TilePixel tp = tile_pixel(args.ranges, args.tiles_x, args.width, args.height);
+  const TilePixel tp = tile_pixel(args.ranges, args.tile_order, args.tiles_x, args.width, args.height);
   const int px = tp.x, py = tp.y;
   const bool inside = tp.inside;
   const float fx = (float)px, fy = (float)py;

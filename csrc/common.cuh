@@ -14,16 +14,18 @@ __device__ inline void tile_rect(float mx, float my, float radius, int tiles_x, 
 }
 
 // This thread's pixel in its block's tile (one block per tile, one thread per pixel) and
-// the tile's range in the sorted list.
+// the tile's range in the sorted list. `order` (or null: raster order) maps blocks to tiles.
 struct TilePixel {
+  int tile;
   int x, y;
   bool inside;  // false for the padding threads of tiles on the right and bottom edges
   int2 range;
 };
 
-__device__ inline TilePixel tile_pixel(const int* ranges, int tiles_x, int width, int height) {
-  const int tile = blockIdx.x;
+__device__ inline TilePixel tile_pixel(const int* ranges, const int* order, int tiles_x, int width, int height) {
+  const int tile = order ? order[blockIdx.x] : (int)blockIdx.x;
   TilePixel p;
+  p.tile = tile;
   p.x = (tile % tiles_x) * TILE_SIZE + threadIdx.x % TILE_SIZE;
   p.y = (tile / tiles_x) * TILE_SIZE + threadIdx.x / TILE_SIZE;
   p.inside = p.x < width && p.y < height;

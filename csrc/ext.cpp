@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
 
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -110,6 +111,18 @@ TcOptions tc_options(const std::string& blend, const std::string& precision, boo
   return o;
 }
 
+// Blocks take tiles longest list first, so the heavy tiles do not start in the last wave and
+// leave SMs idle at the end of the kernel (longest-processing-time-first scheduling).
+// GSEXP_TILE_ORDER=0 keeps raster order (read per call, for A/B runs in one process).
+torch::Tensor heavy_first(const torch::Tensor& ranges) {
+  const char* env = std::getenv("GSEXP_TILE_ORDER");
+  if (env && std::string(env) == "0") return torch::Tensor();
+  auto length = ranges.select(1, 1) - ranges.select(1, 0);
+  return std::get<1>(length.sort(/*stable=*/false, /*dim=*/0, /*descending=*/true)).to(torch::kInt32);
+}
+
+const int* data_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr<int>() : nullptr; }
+
 GaussianParams params(const torch::Tensor& means, const torch::Tensor& log_scales, const torch::Tensor& quats,
                       const torch::Tensor& opacity_logits, const torch::Tensor& sh) {
   const int64_t n = means.size(0);
@@ -201,7 +214,8 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   auto image = torch::empty({3, cam.height, cam.width}, f32);
   auto final_T = torch::empty({cam.height, cam.width}, f32);
   auto n_contrib = torch::empty({cam.height, cam.width}, i32);
-  BlendArgs args{ranges.data_ptr<int>(), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
+  const auto order = heavy_first(ranges);
+  BlendArgs args{ranges.data_ptr<int>(), data_or_null(order), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
                  conic_opacity.data_ptr<float>(), colors.data_ptr<float>(), background.data_ptr<float>(),
                  nullptr, cam.width, cam.height, cam.tiles_x, cam.tiles_y,
                  image.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>(), hits, tc};
@@ -233,7 +247,8 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
   auto grad_conic = torch::zeros({n, 3}, f32);
   auto grad_opacity = torch::zeros({n}, f32);
   auto grad_colors = torch::zeros({n, 3}, f32);
-  BlendBackwardArgs args{ranges.data_ptr<int>(), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
+  const auto order = heavy_first(ranges);
+  BlendBackwardArgs args{ranges.data_ptr<int>(), data_or_null(order), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
                          conic_opacity.data_ptr<float>(), colors.data_ptr<float>(),
                          background.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>(),
                          grad_image.data_ptr<float>(), grad_alpha.data_ptr<float>(),

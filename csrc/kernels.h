@@ -67,6 +67,7 @@ void launch_tile_ranges(int num_pairs, const uint64_t* sorted_keys, int* ranges,
 // ---- backward.cu: the exact fp32 backward every blend variant shares ----------------------
 struct BlendBackwardArgs {
   const int* ranges;
+  const int* tile_order;    // as BlendArgs
   const int32_t* point_list;
   const float* means2d;
   const float* conic_opacity;
