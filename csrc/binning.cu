@@ -3,25 +3,38 @@
 #include <cub/cub.cuh>
 
 #include "common.cuh"
+#include "intersect.cuh"
 #include "kernels.h"
 
 namespace {
 
-__global__ void duplicate_kernel(int n, const float2* __restrict__ means2d, const int* __restrict__ radii,
-                                 const float* __restrict__ depths, const int64_t* __restrict__ offsets,
-                                 int tiles_x, int tiles_y, uint64_t* keys, int32_t* values) {
+// The tiles are those preprocess counted: the same routine (intersect.cuh) on the same inputs.
+__global__ void duplicate_kernel(int n, const float2* __restrict__ means2d, const float4* __restrict__ conic_opacity,
+                                 const int* __restrict__ radii, const float* __restrict__ depths,
+                                 const int64_t* __restrict__ offsets, Camera cam, int intersect, uint64_t* keys,
+                                 int32_t* values) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n || radii[i] <= 0) return;
-  int x0, y0, x1, y1;
-  tile_rect(means2d[i].x, means2d[i].y, (float)radii[i], tiles_x, tiles_y, x0, y0, x1, y1);
   int64_t out = i == 0 ? 0 : offsets[i - 1];  // offsets: inclusive prefix sum of tiles touched
-  uint64_t depth_bits = __float_as_uint(depths[i]);  // z > 0: bits order like the floats
+  const uint64_t depth_bits = __float_as_uint(depths[i]);  // z > 0: bits order like the floats
+  auto emit = [&](int x, int y) {
+    keys[out] = ((uint64_t)(y * cam.tiles_x + x) << 32) | depth_bits;
+    values[out] = i;
+    ++out;
+  };
+  int x0, y0, x1, y1;
+  Ellipse e;
+  if (intersect == INTERSECT_AABB) {
+    tile_rect(means2d[i].x, means2d[i].y, (float)radii[i], cam.tiles_x, cam.tiles_y, x0, y0, x1, y1);
+  } else if (!ellipse_of(means2d[i].x, means2d[i].y, conic_opacity[i], e) ||
+             !snug_rect(e, cam.width, cam.height, x0, y0, x1, y1)) {
+    return;  // preprocess counted no tiles either
+  } else if (intersect == INTERSECT_ACCUTILE) {
+    accutile(e, cam.width, cam.height, x0, y0, x1, y1, emit);
+    return;
+  }
   for (int y = y0; y < y1; ++y)
-    for (int x = x0; x < x1; ++x) {
-      keys[out] = ((uint64_t)(y * tiles_x + x) << 32) | depth_bits;
-      values[out] = i;
-      ++out;
-    }
+    for (int x = x0; x < x1; ++x) emit(x, y);
 }
 
 __global__ void tile_ranges_kernel(int num_pairs, const uint64_t* __restrict__ keys, int2* ranges) {
@@ -42,13 +55,13 @@ __global__ void tile_ranges_kernel(int num_pairs, const uint64_t* __restrict__ k
 
 }  // namespace
 
-void launch_duplicate(int n, const float* means2d, const int* radii, const float* depths,
-                      const int64_t* offsets, const Camera& cam, uint64_t* keys, int32_t* values,
-                      cudaStream_t stream) {
+void launch_duplicate(int n, const float* means2d, const float* conic_opacity, const int* radii,
+                      const float* depths, const int64_t* offsets, const Camera& cam, int intersect, uint64_t* keys,
+                      int32_t* values, cudaStream_t stream) {
   if (n == 0) return;
   duplicate_kernel<<<(n + 255) / 256, 256, 0, stream>>>(
-      n, reinterpret_cast<const float2*>(means2d), radii, depths, offsets, cam.tiles_x, cam.tiles_y,
-      keys, values);
+      n, reinterpret_cast<const float2*>(means2d), reinterpret_cast<const float4*>(conic_opacity), radii, depths,
+      offsets, cam, intersect, keys, values);
 }
 
 size_t sort_temp_bytes(int num_pairs, int end_bit) {

@@ -14,3 +14,5 @@ constexpr float ALPHA_MIN = 1.0f / 255.0f;
 constexpr float LOG_ALPHA_MIN = -5.541263545158426f;  // ln(1/255): TC-GS's EarlyCull threshold
 constexpr float T_MIN = 1e-4f;
 constexpr int MAX_SH_BASES = 16;  // degree 3
+constexpr float LEVEL_MARGIN = 1e-3f;  // intersect.cuh: the 1/255 ellipse grows by this share,
+constexpr float SPAN_MARGIN = 1e-3f;   // and its spans by this many pixels (rounding never cuts a pixel)

@@ -123,6 +123,14 @@ torch::Tensor heavy_first(const torch::Tensor& ranges) {
 
 const int* data_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr<int>() : nullptr; }
 
+int intersect_mode(const std::string& name) {
+  if (name == "aabb") return INTERSECT_AABB;
+  if (name == "snugbox") return INTERSECT_SNUGBOX;
+  if (name == "accutile") return INTERSECT_ACCUTILE;
+  TORCH_CHECK(false, "gsexp cuda rasterizer: unknown intersect '", name, "'; available: aabb, snugbox, accutile");
+  return -1;
+}
+
 GaussianParams params(const torch::Tensor& means, const torch::Tensor& log_scales, const torch::Tensor& quats,
                       const torch::Tensor& opacity_logits, const torch::Tensor& sh) {
   const int64_t n = means.size(0);
@@ -143,7 +151,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
     torch::Tensor means, torch::Tensor log_scales, torch::Tensor quats, torch::Tensor opacity_logits,
     torch::Tensor sh, torch::Tensor means2d, int64_t degree, std::vector<double> camera,
     torch::Tensor background, std::string blend, std::string precision, bool g2l, bool early_cull, int64_t batch,
-    bool half_blend, bool timing, std::optional<torch::Tensor> hit_counts) {
+    bool half_blend, std::string intersect, bool timing, std::optional<torch::Tensor> hit_counts) {
   const int64_t n = means.size(0);
   const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh);
   check_input(means2d, "means2d", {n, 2});
@@ -154,6 +162,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
               " SH coefficients, the Gaussians have ", num_bases);
   BlendFn blend_fn = find_blend(blend);
   const TcOptions tc = tc_options(blend, precision, g2l, early_cull, batch, half_blend);
+  const int mode = intersect_mode(intersect);
   int* hits = nullptr;
   if (hit_counts) {
     TORCH_CHECK(blend == "vanilla", "gsexp cuda rasterizer: hit counts come from the vanilla blend, not '", blend, "'");
@@ -172,7 +181,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   auto depths = torch::empty({n}, f32);
   auto radii = torch::empty({n}, i32);
   auto touched = torch::empty({n}, i32);
-  launch_preprocess((int)n, g, num_bases, (int)degree, cam,
+  launch_preprocess((int)n, g, num_bases, (int)degree, cam, mode,
                     {means2d.data_ptr<float>(), conic_opacity.data_ptr<float>(), colors.data_ptr<float>(),
                      depths.data_ptr<float>(), radii.data_ptr<int>(), touched.data_ptr<int>()},
                     stream);
@@ -185,8 +194,8 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
               " (tile, Gaussian) pairs exceed the 2^31 limit; render at a lower resolution");
   auto keys = torch::empty({num_pairs}, f32.dtype(torch::kInt64));
   auto values = torch::empty({num_pairs}, i32);
-  launch_duplicate((int)n, means2d.data_ptr<float>(), radii.data_ptr<int>(), depths.data_ptr<float>(),
-                   offsets.data_ptr<int64_t>(), cam, reinterpret_cast<uint64_t*>(keys.data_ptr<int64_t>()),
+  launch_duplicate((int)n, means2d.data_ptr<float>(), conic_opacity.data_ptr<float>(), radii.data_ptr<int>(),
+                   depths.data_ptr<float>(), offsets.data_ptr<int64_t>(), cam, mode, reinterpret_cast<uint64_t*>(keys.data_ptr<int64_t>()),
                    values.data_ptr<int32_t>(), stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("duplicate");

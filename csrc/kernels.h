@@ -43,8 +43,12 @@ struct GaussianGrads {
   float* sh;
 };
 
+// Which tiles a Gaussian's entries go to (intersect.cuh): the 3-sigma square, the exact box
+// of the alpha = 1/255 ellipse, or only the tiles that ellipse touches.
+enum { INTERSECT_AABB = 0, INTERSECT_SNUGBOX = 1, INTERSECT_ACCUTILE = 2 };
+
 void launch_preprocess(int n, const GaussianParams& g, int num_bases, int degree, const Camera& cam,
-                       PreprocessOut out, cudaStream_t stream);
+                       int intersect, PreprocessOut out, cudaStream_t stream);
 
 void launch_preprocess_backward(int n, const GaussianParams& g, int num_bases, int degree,
                                 const Camera& cam, const int* radii, const float* grad_means2d,
@@ -52,10 +56,10 @@ void launch_preprocess_backward(int n, const GaussianParams& g, int num_bases, i
                                 cudaStream_t stream);
 
 // ---- binning.cu -------------------------------------------------------------------------
-// Keys tile << 32 | depth bits, one per (Gaussian, tile) pair, rectangle row by row.
-void launch_duplicate(int n, const float* means2d, const int* radii, const float* depths,
-                      const int64_t* offsets, const Camera& cam, uint64_t* keys,
-                      int32_t* values, cudaStream_t stream);
+// Keys tile << 32 | depth bits, one per (Gaussian, tile) pair, on the tiles preprocess counted.
+void launch_duplicate(int n, const float* means2d, const float* conic_opacity, const int* radii,
+                      const float* depths, const int64_t* offsets, const Camera& cam, int intersect,
+                      uint64_t* keys, int32_t* values, cudaStream_t stream);
 // Bytes of temporary storage the radix sort needs for `num_pairs`.
 size_t sort_temp_bytes(int num_pairs, int end_bit);
 void sort_pairs(void* temp, size_t temp_bytes, const uint64_t* keys_in, uint64_t* keys_out,

@@ -3,6 +3,7 @@
 // tile rectangle) use IEEE division and sqrt, so --use_fast_math does not move them.
 #include "kernels.h"
 #include "common.cuh"
+#include "intersect.cuh"
 #include "sh.cuh"
 
 namespace {
@@ -84,7 +85,7 @@ __device__ inline void view_dir(const Camera& cam, const float* p, float* d, flo
 __global__ void preprocess_kernel(int n, const float* __restrict__ means,
                                   const float* __restrict__ log_scales, const float* __restrict__ quats,
                                   const float* __restrict__ opacity_logits, const float* __restrict__ sh,
-                                  int num_bases, int degree, Camera cam, PreprocessOut out) {
+                                  int num_bases, int degree, Camera cam, int intersect, PreprocessOut out) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float* p = means + 3 * i;
@@ -93,6 +94,7 @@ __global__ void preprocess_kernel(int n, const float* __restrict__ means,
   out.depths[i] = P.t[2];
   float det = P.a * P.c - P.b * P.b;
   float mx = 0.f, my = 0.f, radius = 0.f;
+  float4 co = make_float4(0.f, 0.f, 0.f, 0.f);
   int touched = 0;
   if (in_front && det > 0.f) {
     mx = cam.fx * P.t[0] / P.t[2] + cam.cx - 0.5f;
@@ -100,12 +102,18 @@ __global__ void preprocess_kernel(int n, const float* __restrict__ means,
     float mid = 0.5f * (P.a + P.c);
     float root = __fsqrt_rn(fmaxf(mid * mid - det, 0.1f));
     radius = ceilf(3.f * __fsqrt_rn(mid + root));
+    co = make_float4(__fdiv_rn(P.c, det), __fdiv_rn(-P.b, det), __fdiv_rn(P.a, det), sigmoid(opacity_logits[i]));
     int x0, y0, x1, y1;
-    tile_rect(mx, my, radius, cam.tiles_x, cam.tiles_y, x0, y0, x1, y1);
-    touched = max((x1 - x0) * (y1 - y0), 0);
+    Ellipse e;
+    if (intersect == INTERSECT_AABB) {
+      tile_rect(mx, my, radius, cam.tiles_x, cam.tiles_y, x0, y0, x1, y1);
+      touched = max((x1 - x0) * (y1 - y0), 0);
+    } else if (ellipse_of(mx, my, co, e) && snug_rect(e, cam.width, cam.height, x0, y0, x1, y1)) {
+      touched = intersect == INTERSECT_SNUGBOX ? (x1 - x0) * (y1 - y0)
+                                               : accutile(e, cam.width, cam.height, x0, y0, x1, y1, [](int, int) {});
+    }
   }
   float rgb[3] = {0.f, 0.f, 0.f};
-  float4 co = make_float4(0.f, 0.f, 0.f, 0.f);
   if (touched > 0) {
     float d[3], inv_norm;
     view_dir(cam, p, d, &inv_norm);
@@ -118,10 +126,10 @@ __global__ void preprocess_kernel(int n, const float* __restrict__ means,
       for (int k = 0; k < k_used; ++k) acc += basis[k] * coeffs[3 * k + ch];
       rgb[ch] = fmaxf(acc + 0.5f, 0.f);
     }
-    co = make_float4(__fdiv_rn(P.c, det), __fdiv_rn(-P.b, det), __fdiv_rn(P.a, det), sigmoid(opacity_logits[i]));
   } else {
     mx = my = 0.f;
     radius = 0.f;
+    co = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   for (int ch = 0; ch < 3; ++ch) out.colors[3 * i + ch] = rgb[ch];
   reinterpret_cast<float2*>(out.means2d)[i] = make_float2(mx, my);
@@ -245,10 +253,10 @@ __global__ void preprocess_backward_kernel(
 }  // namespace
 
 void launch_preprocess(int n, const GaussianParams& g, int num_bases, int degree, const Camera& cam,
-                       PreprocessOut out, cudaStream_t stream) {
+                       int intersect, PreprocessOut out, cudaStream_t stream) {
   if (n == 0) return;
   preprocess_kernel<<<(n + 255) / 256, 256, 0, stream>>>(n, g.means, g.log_scales, g.quats, g.opacity_logits,
-                                                        g.sh, num_bases, degree, cam, out);
+                                                        g.sh, num_bases, degree, cam, intersect, out);
 }
 
 void launch_preprocess_backward(int n, const GaussianParams& g, int num_bases, int degree,

@@ -5,8 +5,9 @@
         --data-kind blender --data-path ../shared/data/nerf_synthetic/lego
 
 A rasterizer spec is `backend[:blend][:key=value]...`, e.g. `cuda`, `cuda:gemm`,
-`cuda:tcgs:precision=fp16:g2l=false`; keys are render() settings: blend, precision, g2l,
-early_cull, sh_degree (values true/false, numbers, or text).
+`cuda:tcgs:precision=fp16:g2l=false`, `cuda:tcgs:intersect=accutile`; keys are render()
+settings: blend, precision, g2l, early_cull, batch, half_blend, intersect, sh_degree (values
+true/false, numbers, or text).
 For each rasterizer and camera: `--warmup` untimed renders, then `--frames` timed ones.
 Median and p90 are taken over all timed frames of all cameras. PSNR is against the
 first rasterizer's images. gsplat, when importable on a CUDA device, runs as a peer.
@@ -33,7 +34,7 @@ from gsexp.render import BACKENDS, render
 from gsexp.render.constants import NEAR_PLANE
 from gsexp.scene import KINDS, Camera, load_scene, look_at
 
-RENDER_SETTINGS = ("blend", "precision", "g2l", "early_cull", "batch", "half_blend", "sh_degree")
+RENDER_SETTINGS = ("blend", "precision", "g2l", "early_cull", "batch", "half_blend", "intersect", "sh_degree")
 AXES = {"x": (1.0, 0.0, 0.0), "y": (0.0, 1.0, 0.0), "z": (0.0, 0.0, 1.0)}
 
 
@@ -43,6 +44,7 @@ class Rasterizer:
     render: Callable  # (camera, timing: bool) -> (image [3,H,W], stage_ms dict)
     settings: dict = field(default_factory=dict)
     has_stages: bool = True
+    pairs: list = field(default_factory=list)  # (tile, Gaussian) pairs of each render, when known
 
 
 def parse_value(text: str):
@@ -142,9 +144,11 @@ def gsexp_rasterizer(spec: str, g: Gaussians, background) -> Rasterizer:
     def run(camera, timing):
         extra = {"timing": True} if timing else {}  # only asked for when the render didn't fill it
         out = render(g, camera, backend=backend, background=background, **settings, **extra)
+        r.pairs.append(out.num_pairs)
         return out.image, out.stage_ms
 
-    return Rasterizer(spec, run, {"backend": backend, **settings})
+    r = Rasterizer(spec, run, {"backend": backend, **settings})
+    return r
 
 
 def gsplat_rasterizer(g: Gaussians, background) -> Rasterizer:
@@ -220,7 +224,8 @@ def bench_one(r: Rasterizer, cameras, warmup: int, frames: int, device) -> dict:
                     stages[name].append(v)
         images.append(image.float().cpu())
     return {"name": r.name, "settings": r.settings, "images": images, "frames": len(e2e),
-            "stages": {k: summary(v) for k, v in stages.items()}, "e2e": summary(e2e)}
+            "stages": {k: summary(v) for k, v in stages.items()}, "e2e": summary(e2e),
+            "pairs": float(np.mean(r.pairs)) if r.pairs else None}
 
 
 def mean_psnr(images, refs) -> float:
@@ -233,14 +238,14 @@ def fmt_ms(v: float) -> str:
 
 def table(rows, num_gaussians: int, resolution: str) -> str:
     stage_names = list(dict.fromkeys(k for r in rows for k in r["stages"]))
-    head = ["rasterizer"] + stage_names + ["e2e med", "e2e p90", "PSNR dB", "gaussians", "resolution"]
+    head = ["rasterizer"] + stage_names + ["e2e med", "e2e p90", "PSNR dB", "pairs", "gaussians", "resolution"]
     lines = [head]
     for i, r in enumerate(rows):
         psnr = "ref" if i == 0 else ("inf" if math.isinf(r["psnr"]) else f"{r['psnr']:.2f}")
         lines.append([r["name"]] + [fmt_ms(r["stages"][s]["median"]) if s in r["stages"] else "-"
                                     for s in stage_names]
                      + [fmt_ms(r["e2e"]["median"]), fmt_ms(r["e2e"]["p90"]), psnr,
-                        f"{num_gaussians:,}", resolution])
+                        "-" if r.get("pairs") is None else f"{r['pairs']:,.0f}", f"{num_gaussians:,}", resolution])
     widths = [max(len(line[c]) for line in lines) for c in range(len(head))]
     out = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w)
                      for c, (cell, w) in enumerate(zip(line, widths))) for line in lines]

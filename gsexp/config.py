@@ -9,7 +9,7 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gsexp.render.constants import BACKENDS, BLENDS, PRECISIONS
+from gsexp.render.constants import BACKENDS, BLENDS, INTERSECTS, PRECISIONS
 
 DATA_KINDS = ("blender", "transforms", "llff", "colmap", "synthetic")
 STRATEGIES = ("default", "mcmc", "none")
@@ -46,6 +46,7 @@ class RasterizerConfig:
     early_cull: bool = True
     batch: int = 128      # Gaussians per pipeline stage (CUDA gemm/tcgs): 32, 64 or 128
     half_blend: bool = False  # tcgs: T and colour in fp16 (TC-GS's code)
+    intersect: str = "aabb"   # tiles per Gaussian: aabb (3 sigma) | snugbox | accutile (the 1/255 ellipse)
     timing: bool = False  # per-stage CUDA-event timing (logged as stage_ms/*); costs a sync per step
 
 
@@ -140,6 +141,7 @@ def validate(cfg: DictConfig) -> DictConfig:
     choice("rasterizer.backend", BACKENDS)
     choice("rasterizer.blend", BLENDS)
     choice("rasterizer.precision", PRECISIONS)
+    choice("rasterizer.intersect", INTERSECTS)
     r = merged.rasterizer
     need(r.blend != "vanilla" or r.precision == "fp32", "rasterizer.precision",
          "vanilla blends in fp32; reduced precision applies to rasterizer.blend=gemm or tcgs", InvalidCombination)

@@ -8,6 +8,7 @@ import torch
 
 from gsexp.gaussians import Gaussians
 from gsexp.gaussians.sh import eval_sh
+from gsexp.render.constants import NEAR_PLANE
 from gsexp.scene.camera import Camera, look_at
 
 
@@ -117,9 +118,11 @@ def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), hits=Non
     return torch.from_numpy(image), torch.from_numpy(1 - final_t)
 
 
-def dense_render64(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0)):
+def dense_render64(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), tiles: bool = True):
     """Independent differentiable renderer in float64: loops over Gaussians in depth order,
     vectorised over all pixels (culling and tile rectangles from the reference's preprocess).
+    tiles=False: the exhaustive reference, every Gaussian in front of the camera against
+    every pixel, with the same alpha rules and no tile culling.
 
     Returns (image [3,H,W], margin [H,W]): per pixel, how close (|log ratio|) any of its
     alphas came to 1/255 and its transmittance came to 1e-4, the two thresholds where a
@@ -134,10 +137,16 @@ def dense_render64(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0)):
     done = torch.zeros(cam.height, cam.width, dtype=torch.bool)
     rgb = torch.zeros(3, cam.height, cam.width, dtype=torch.float64)
     margin = torch.full((cam.height, cam.width), math.inf, dtype=torch.float64)
-    visible = torch.nonzero(proj.radii > 0).flatten().tolist()
-    for i in sorted(visible, key=lambda k: proj.depths[k].item()):
-        (x0, y0), (x1, y1) = proj.rect_min[i].tolist(), proj.rect_max[i].tolist()
-        inside = (tile_x >= x0) & (tile_x < x1) & (tile_y >= y0) & (tile_y < y1) & ~done
+    if tiles:
+        drawn = proj.radii > 0
+    else:
+        a, b, c = proj.conics.detach().unbind(-1)
+        drawn = (proj.depths > NEAR_PLANE) & (a * c - b * b > 0)
+    for i in sorted(torch.nonzero(drawn).flatten().tolist(), key=lambda k: proj.depths[k].item()):
+        inside = ~done
+        if tiles:
+            (x0, y0), (x1, y1) = proj.rect_min[i].tolist(), proj.rect_max[i].tolist()
+            inside = inside & (tile_x >= x0) & (tile_x < x1) & (tile_y >= y0) & (tile_y < y1)
         dx, dy = proj.means2d[i, 0] - xs, proj.means2d[i, 1] - ys
         a, b, c = proj.conics[i]
         power = -0.5 * (a * dx * dx + c * dy * dy) - b * dx * dy
@@ -163,3 +172,46 @@ def stable_pixels(g: Gaussians, cam: Camera, min_margin: float = 1e-4) -> torch.
     rounding. Elsewhere a flipped decision is legitimate and changes the pixel by ~1/255."""
     with torch.no_grad():
         return dense_render64(g, cam)[1] > min_margin
+
+
+def exhaustive_render64(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), chunk: int = 256):
+    """dense_render64(tiles=False) in chunks of Gaussians, for scenes too large for a loop over
+    single Gaussians (biker on a GPU): every Gaussian in front of the camera against every
+    pixel in float64, in depth order, no tiles. Returns (image [3,H,W], margin [H,W])."""
+    from gsexp.render.reference.preprocess import preprocess
+
+    with torch.no_grad():
+        proj = preprocess(g.map(lambda t: t.detach().double()), cam)
+        a, b, c = proj.conics.unbind(-1)
+        drawn = torch.nonzero((proj.depths > NEAR_PLANE) & (a * c - b * b > 0)).flatten()
+        order = drawn[torch.sort(proj.depths[drawn], stable=True).indices]
+        dev = proj.means2d.device
+        ys, xs = torch.meshgrid(torch.arange(cam.height, dtype=torch.float64, device=dev),
+                                torch.arange(cam.width, dtype=torch.float64, device=dev), indexing="ij")
+        xs, ys = xs.reshape(-1), ys.reshape(-1)
+        T = torch.ones_like(xs)
+        done = torch.zeros_like(xs, dtype=torch.bool)
+        rgb = torch.zeros(3, len(xs), dtype=torch.float64, device=dev)
+        margin = torch.full_like(xs, math.inf)
+        for start in range(0, len(order), chunk):
+            ids = order[start:start + chunk]
+            dx, dy = proj.means2d[ids, 0, None] - xs, proj.means2d[ids, 1, None] - ys
+            power = -0.5 * (a[ids, None] * dx * dx + c[ids, None] * dy * dy) - b[ids, None] * dx * dy
+            raw = proj.opacities[ids, None] * torch.exp(power)
+            alpha = raw.clamp(max=0.99)
+            use = (power <= 0) & (alpha >= 1 / 255)
+            factor = torch.where(use, 1 - alpha, torch.ones_like(alpha))
+            after = T * torch.cumprod(factor, 0)      # T after each entry, if none stopped before it
+            before = after / factor
+            stop = use & (after < 1e-4)
+            stopped = torch.cumsum(stop.long(), 0)
+            live = ~done & (stopped - stop.long() == 0)  # the pixel still runs at this entry
+            keep = use & live & ~stop
+            near = torch.minimum((raw * 255).log().abs(), torch.where(use, (after / 1e-4).log().abs(), math.inf))
+            margin = torch.minimum(margin, torch.where(live, near, math.inf).amin(0))
+            rgb += proj.colors[ids].T @ torch.where(keep, alpha * before, torch.zeros_like(alpha))
+            T = T * torch.where(keep, factor, torch.ones_like(factor)).prod(0)
+            done = done | stop.any(0)
+        bg = torch.tensor(background, dtype=torch.float64, device=dev)[:, None]
+        image = (rgb + T * bg).reshape(3, cam.height, cam.width)
+        return image, margin.reshape(cam.height, cam.width)

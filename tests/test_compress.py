@@ -90,6 +90,9 @@ def test_training_with_prune_vq_writes_a_smaller_file(tmp_path):
     assert c["size_mb"] < p["size_mb"] / 5
     g = fmt.load(c_dir / "compressed.npz")
     assert len(g) == c["num_gaussians"] and g.sh_degree == 2
+    # the model before the VQ and fp16 is evaluated too; with 32 codes the VQ must cost something
+    assert c["uncompressed"]["psnr"] > 5 and c["uncompressed"]["psnr"] != c["psnr"]
+    assert p["uncompressed"] is None
 
 
 @pytest.mark.slow

@@ -53,6 +53,19 @@ def summaries(root: Path):
     return {p.parent.name: json.loads(p.read_text()) for p in sorted(root.rglob("summary.json"))}
 
 
+def test_tight_intersection_trains_like_aabb(tmp_path):
+    """snugbox/accutile drop no contribution, so without densification (which reads which
+    Gaussians are visible) a run follows the aabb run up to rounding."""
+    psnr = {}
+    for mode in ("aabb", "accutile"):
+        run_train([*TINY, "iterations=40", "eval_every=0", "checkpoint_every=0", f"rasterizer.intersect={mode}"],
+                  tmp_path / mode)
+        (summary,) = summaries(tmp_path / mode).values()
+        psnr[mode] = summary["psnr"]
+    print(psnr)
+    assert abs(psnr["aabb"] - psnr["accutile"]) < 0.05
+
+
 def test_single_run_writes_the_run_dir(tmp_path):
     proc = run_train([*TINY, "iterations=20", "eval_every=10", "checkpoint_every=10"], tmp_path)
     assert "test PSNR" in proc.stdout
@@ -89,6 +102,7 @@ def test_multirun_two_values_and_a_failing_job(tmp_path):
     (["iterations=-3"], "iterations"),
     (["data=blender", "data.path=/no/such/scene"], "/no/such/scene"),
     (["rasterizer.blend=fast"], "rasterizer.blend"),
+    (["rasterizer.intersect=obb"], "rasterizer.intersect"),
     (["iteraions=5"], "iteraions"),
 ])
 def test_bad_config_fails_fast(tmp_path, args, needle):

@@ -19,6 +19,7 @@ class RenderOutput:
     means2d: torch.Tensor    # [N,2] pixel coordinates; .grad after backward (densification)
     depths: torch.Tensor     # [N] view-space z
     stage_ms: dict = field(default_factory=dict)
+    num_pairs: int = 0       # (tile, Gaussian) pairs the blend read
 
     @property
     def visible(self) -> torch.Tensor:
@@ -40,7 +41,7 @@ def background_tensor(background, device: torch.device) -> torch.Tensor:
 def render(gaussians, camera, *, backend: str = "torch", blend: str = "vanilla",
            precision: str = "fp32", g2l: bool = True, early_cull: bool = True,
            background=(0.0, 0.0, 0.0), sh_degree: int | None = None, timing: bool = False,
-           batch: int = 128, half_blend: bool = False) -> RenderOutput:
+           batch: int = 128, half_blend: bool = False, intersect: str = "aabb") -> RenderOutput:
     """Render `gaussians` from `camera`.
 
     blend: vanilla | gemm (GEMM-GS) | tcgs (TC-GS); precision: fp32 | tf32 | fp16 operands
@@ -50,6 +51,9 @@ def render(gaussians, camera, *, backend: str = "torch", blend: str = "vanilla",
     on the image).
     half_blend: tcgs accumulates T and colour in fp16, as TC-GS's code (the torch reference
     emulates it for rendering only).
+    intersect: which tiles get a Gaussian's entries: aabb (vanilla's 3-sigma square), snugbox
+    (the exact box of the ellipse where alpha reaches 1/255), accutile (only the tiles that
+    ellipse touches). The tight ones also cull Gaussians with opacity < 1/255.
     """
     if backend not in BACKENDS:
         raise ValueError(f"render: unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
@@ -59,14 +63,14 @@ def render(gaussians, camera, *, backend: str = "torch", blend: str = "vanilla",
     if backend == "cuda":
         from gsexp.render import cuda
 
-        image, alpha, n_contrib, radii, means2d, depths, stage_ms = cuda.rasterize(
+        *out, stage_ms, num_pairs = cuda.rasterize(
             gaussians, camera, blend=blend, precision=precision, g2l=g2l, early_cull=early_cull, batch=batch,
-            half_blend=half_blend, background=bg, sh_degree=sh_degree, timing=timing)
-        return RenderOutput(image, alpha, n_contrib, radii, means2d, depths, stage_ms)
+            half_blend=half_blend, background=bg, sh_degree=sh_degree, timing=timing, intersect=intersect)
+        return RenderOutput(*out, stage_ms, num_pairs)
     camera = camera.to(gaussians.means.device)
-    image, alpha, n_contrib, proj, stage_ms = reference.rasterize(
+    image, alpha, n_contrib, proj, stage_ms, num_pairs = reference.rasterize(
         gaussians, camera, blend_name=blend, precision=precision, g2l=g2l,
-        early_cull=early_cull, half_blend=half_blend, background=bg, sh_degree=sh_degree)
+        early_cull=early_cull, half_blend=half_blend, background=bg, sh_degree=sh_degree, intersect=intersect)
     if proj.means2d.requires_grad:
         proj.means2d.retain_grad()
-    return RenderOutput(image, alpha, n_contrib, proj.radii, proj.means2d, proj.depths, stage_ms)
+    return RenderOutput(image, alpha, n_contrib, proj.radii, proj.means2d, proj.depths, stage_ms, num_pairs)

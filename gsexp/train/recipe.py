@@ -88,9 +88,10 @@ def lpips_available(cfg: DictConfig) -> bool:
 
 
 def evaluate(cfg, g: Gaussians, scene, device, logger, step, run_dir: Path, with_lpips: bool,
-             save_renders: bool) -> dict:
+             save_renders: bool, prefix: str = "eval") -> dict:
     """PSNR / SSIM / LPIPS on the test split, mean and per view; renders saved as PNG.
-    Also the render latency: end to end and per stage (medians over the views, stage timing on)."""
+    Also the render latency: end to end and per stage (medians over the views, stage timing on).
+    Logged under `prefix`/."""
     g = g.detach()
     bg = tuple(scene.background)
     per_view, render_ms, stages = [], [], {}
@@ -111,14 +112,14 @@ def evaluate(cfg, g: Gaussians, scene, device, logger, step, run_dir: Path, with
                 from torchvision.utils import save_image
                 save_image(img, run_dir / "renders" / f"test_{i:03d}.png")
             if i == 0:
-                logger.log_image("eval/render", img, step)
+                logger.log_image(f"{prefix}/render", img, step)
     mean = {k: (sum(r[k] for r in per_view) / len(per_view) if per_view and per_view[0][k] is not None else None)
             for k in ("psnr", "ssim", "lpips")}
     latency = {"render_ms": statistics.median(render_ms) if render_ms else None,
                "stage_ms": {k: statistics.median(v) for k, v in stages.items()}}
-    logger.log({**{f"eval/{k}": v for k, v in mean.items() if v is not None},
-                "eval/render_ms": latency["render_ms"],
-                **{f"eval/stage_ms/{k}": v for k, v in latency["stage_ms"].items()}}, step)
+    logger.log({**{f"{prefix}/{k}": v for k, v in mean.items() if v is not None},
+                f"{prefix}/render_ms": latency["render_ms"],
+                **{f"{prefix}/stage_ms/{k}": v for k, v in latency["stage_ms"].items()}}, step)
     return {**mean, **latency, "per_view": per_view}
 
 
@@ -131,7 +132,7 @@ def _synced_clock(device: torch.device) -> float:
 def rasterizer_args(cfg) -> dict:
     r = cfg.rasterizer
     return dict(backend=r.backend, blend=r.blend, precision=r.precision, g2l=r.g2l, early_cull=r.early_cull,
-                batch=r.batch, half_blend=r.half_blend, timing=r.timing)
+                batch=r.batch, half_blend=r.half_blend, intersect=r.intersect, timing=r.timing)
 
 
 def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
@@ -213,7 +214,12 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
 
     save_checkpoint(run_dir, cfg.iterations, payload(cfg, params, optimizers, state, cfg.iterations, order))
     arrays = compression.finalize(params, scene.train_cameras, cfg.model.sh_degree)
+    uncompressed = None
     if arrays is not None:  # evaluate and export what the compressed file holds
+        # ... and what training ended with, so that a study can split pruning's loss from the VQ's
+        before = evaluate(cfg, compression.gaussians(params, cfg.model.sh_degree), scene, device, logger,
+                          cfg.iterations, run_dir, with_lpips, False, prefix="eval_uncompressed")
+        uncompressed = {k: before[k] for k in ("psnr", "ssim", "lpips")}
         size_mb = compressed_format.save(run_dir / "compressed.npz", arrays)
         params = {k: v.to(device) for k, v in make_params(compressed_format.decode(arrays)).items()}
     result = evaluate(cfg, compression.gaussians(params, cfg.model.sh_degree), scene, device, logger,
@@ -226,7 +232,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
             "per_view": result["per_view"], "num_gaussians": len(params["means"]),
             "iterations": cfg.iterations, "train_seconds": train_seconds,
             "size_mb": size_mb, "render_ms": result["render_ms"],
-            "stage_ms": result["stage_ms"], "overrides": list(overrides),
+            "stage_ms": result["stage_ms"], "uncompressed": uncompressed, "overrides": list(overrides),
             "status": "ok"}
 
 

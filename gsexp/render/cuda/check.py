@@ -21,7 +21,7 @@ def main(argv=None) -> int:
     p.add_argument("--shared", type=Path, default=REPO.parent / "shared", help="shared data folder")
     p.add_argument("--frames", type=int, default=20)
     p.add_argument("--tests", default="tests/test_cuda_build.py tests/test_cuda_rasterizer.py "
-                                      "tests/test_cuda_matrix_blends.py")
+                                      "tests/test_cuda_matrix_blends.py tests/test_cuda_intersect.py")
     p.add_argument("--rasterizers", default="cuda,cuda:gemm:precision=fp16,cuda:tcgs:precision=fp16",
                    help="bench specs (python -m gsexp.bench --rasterizers)")
     args = p.parse_args(argv)

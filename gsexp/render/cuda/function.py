@@ -30,9 +30,11 @@ class Rasterize(torch.autograd.Function):
         outs, stage_ms = load().rasterize_forward(
             means, log_scales, quats, opacity_logits, sh, means2d, settings["degree"], settings["camera"],
             settings["background"], settings["blend"], settings["precision"], settings["g2l"],
-            settings["early_cull"], settings["batch"], settings["half_blend"], settings["timing"], None)
+            settings["early_cull"], settings["batch"], settings["half_blend"], settings["intersect"],
+            settings["timing"], None)
         image, final_t, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges = outs
         settings["stage_ms"].update(stage_ms)
+        settings["num_pairs"] = len(point_list)
         ctx.settings = settings
         ctx.save_for_backward(means, log_scales, quats, opacity_logits, sh, radii, means2d, conic_opacity, colors,
                               point_list, ranges, final_t, n_contrib)

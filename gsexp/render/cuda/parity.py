@@ -11,14 +11,14 @@ from gsexp.render import render
 PARAMS = ("means", "log_scales", "quats", "opacity_logits", "sh")
 
 
-def forward_errors(g, cam, background=(0.0, 0.0, 0.0), blend: str = "vanilla") -> dict:
+def forward_errors(g, cam, background=(0.0, 0.0, 0.0), blend: str = "vanilla", intersect: str = "aabb") -> dict:
     """Max abs image / alpha difference, share of pixels within 1e-4, radii and n_contrib agreement."""
     with torch.no_grad():
-        ref = render(g, cam, backend="torch", background=background)
-        out = render(g, cam, backend="cuda", blend=blend, background=background)
+        ref = render(g, cam, backend="torch", background=background, intersect=intersect)
+        out = render(g, cam, backend="cuda", blend=blend, background=background, intersect=intersect)
     diff = (torch.maximum((out.image - ref.image).abs().amax(0), (out.alpha - ref.alpha).abs()))
     off = torch.nonzero(diff > 1e-4)[:, [1, 0]]  # (x, y)
-    margins = decision_margins(g, cam, off[:200])
+    margins = decision_margins(g, cam, off[:200], intersect)
     return {
         "pixels_off": len(off),  # beyond 1e-4: each must be a flipped threshold decision
         "off_max_margin": margins.max().item() if len(margins) else 0.0,
@@ -33,7 +33,8 @@ def forward_errors(g, cam, background=(0.0, 0.0, 0.0), blend: str = "vanilla") -
     }
 
 
-def gradient_errors(g, cam, background=(0.0, 0.0, 0.0), seed: int = 0, blend: str = "vanilla") -> dict:
+def gradient_errors(g, cam, background=(0.0, 0.0, 0.0), seed: int = 0, blend: str = "vanilla",
+                    intersect: str = "aabb") -> dict:
     """Relative-norm error |g_cuda - g_ref| / |g_ref| per parameter and for means2d, for
     loss = <w, image> + <v, alpha> with random weights. Pixels where the two forwards
     disagree (a threshold decision flipped by rounding: termination boundaries) get zero weight."""
@@ -45,7 +46,7 @@ def gradient_errors(g, cam, background=(0.0, 0.0, 0.0), seed: int = 0, blend: st
     for backend in ("torch", "cuda"):
         leaves = g.map(lambda t: t.detach().clone().requires_grad_())
         out = render(leaves, cam, backend=backend, blend="vanilla" if backend == "torch" else blend,
-                     background=background)
+                     background=background, intersect=intersect)
         outs.append((out, leaves))
     (ref, ref_leaves), (cu, cu_leaves) = outs
     with torch.no_grad():
@@ -72,7 +73,7 @@ def scene_camera(g, width: int, height: int, view_dir=(0.3, 0.2, 1.0)):
     return framing_camera(core, width, height, view_dir=view_dir)
 
 
-def decision_margins(g, cam, pixels: torch.Tensor) -> torch.Tensor:
+def decision_margins(g, cam, pixels: torch.Tensor, intersect: str = "aabb") -> torch.Tensor:
     """For pixels [P, 2] (x, y): in float64, how close (|log ratio|) any alpha of the pixel's
     tile list came to 1/255 or its transmittance to 1e-4 before it stopped. A pixel whose
     fp32 renders differ by more than rounding must have a margin near 0 (a decision flipped)."""
@@ -80,7 +81,7 @@ def decision_margins(g, cam, pixels: torch.Tensor) -> torch.Tensor:
     from gsexp.render.reference import duplicate, preprocess, sort_pairs
 
     with torch.no_grad():
-        proj = preprocess(g.map(lambda t: t.detach().double()), cam)
+        proj = preprocess(g.map(lambda t: t.detach().double()), cam, intersect=intersect)
         tiles = sort_pairs(proj, *duplicate(proj), cam.width, cam.height)
         margins = []
         for x, y in pixels.tolist():

@@ -27,17 +27,17 @@ def _timed(stage_ms: dict, name: str, device: torch.device):
 
 
 def rasterize(gaussians, camera, *, blend_name="vanilla", precision="fp32", g2l=True,
-              early_cull=True, half_blend=False, background=None, sh_degree=None):
-    """Run the four stages; returns (image, alpha, n_contrib, projected, stage_ms)."""
+              early_cull=True, half_blend=False, background=None, sh_degree=None, intersect="aabb"):
+    """Run the four stages; returns (image, alpha, n_contrib, projected, stage_ms, num_pairs)."""
     formula = make_formula(blend_name, precision, g2l, early_cull, half_blend)
     device = gaussians.means.device
     stage_ms: dict[str, float] = {}
     with _timed(stage_ms, "preprocess", device):
-        proj = preprocess(gaussians, camera, sh_degree)
+        proj = preprocess(gaussians, camera, sh_degree, intersect)
     with _timed(stage_ms, "duplicate", device):
         gauss_ids, tile_xy = duplicate(proj)
     with _timed(stage_ms, "sort", device):
         tiles = sort_pairs(proj, gauss_ids, tile_xy, camera.width, camera.height)
     with _timed(stage_ms, "blend", device):
         image, alpha, n_contrib = blend(proj, tiles, formula, camera.width, camera.height, background)
-    return image, alpha, n_contrib, proj, stage_ms
+    return image, alpha, n_contrib, proj, stage_ms, len(gauss_ids)

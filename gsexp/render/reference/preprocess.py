@@ -6,7 +6,8 @@ from dataclasses import dataclass
 import torch
 
 from gsexp.gaussians.sh import eval_sh
-from gsexp.render.constants import COV2D_DILATION, FOV_CLAMP, NEAR_PLANE, TILE_SIZE
+from gsexp.render.constants import COV2D_DILATION, FOV_CLAMP, INTERSECTS, NEAR_PLANE, TILE_SIZE
+from gsexp.render.reference import intersect as tight
 
 
 @dataclass
@@ -21,6 +22,7 @@ class Projected:
     radii: torch.Tensor      # [N] int32 pixel radius, 0 when culled
     rect_min: torch.Tensor   # [N,2] int64 first tile (x, y), inclusive
     rect_max: torch.Tensor   # [N,2] int64 last tile (x, y), exclusive
+    pairs: tuple | None = None  # accutile: (gauss_ids, tile (x, y)), as duplicate returns them
 
 
 def quat_to_rotmat(q: torch.Tensor) -> torch.Tensor:
@@ -38,8 +40,11 @@ def covariance_3d(log_scales: torch.Tensor, quats: torch.Tensor) -> torch.Tensor
     return m @ m.transpose(-1, -2)
 
 
-def preprocess(gaussians, camera, sh_degree: int | None = None) -> Projected:
-    """Everything per Gaussian that the blend needs, differentiable by autograd."""
+def preprocess(gaussians, camera, sh_degree: int | None = None, intersect: str = "aabb") -> Projected:
+    """Everything per Gaussian that the blend needs, differentiable by autograd. `intersect`
+    picks the tiles (reference/intersect.py); aabb is vanilla's 3-sigma square."""
+    if intersect not in INTERSECTS:
+        raise ValueError(f"render: intersect must be one of {INTERSECTS}, got {intersect!r}")
     w2c = camera.world_to_camera.to(gaussians.means)
     rot, trans = w2c[:3, :3], w2c[:3, 3]
     p_view = gaussians.means @ rot.T + trans
@@ -77,16 +82,27 @@ def preprocess(gaussians, camera, sh_degree: int | None = None) -> Projected:
         root = (mid * mid - det).clamp_min(0.1).sqrt()
         radius = torch.ceil(3.0 * (mid + root).sqrt())  # mid + root is the larger eigenvalue
         radius = torch.where(valid, radius, torch.zeros_like(radius))
-        rect_min, rect_max = tile_rect(means2d, radius, camera.width, camera.height)
-        area = (rect_max - rect_min).prod(-1)
-        valid = valid & (area > 0)
+        pairs = None
+        if intersect == "aabb":
+            rect_min, rect_max = tile_rect(means2d, radius, camera.width, camera.height)
+            valid = valid & ((rect_max - rect_min).prod(-1) > 0)
+        else:
+            sxx, sxy, syy, level, ok = tight.ellipse(conics, gaussians.opacities)
+            rect_min, rect_max, ok_rect = tight.snug_rect(means2d, sxx, syy, level, camera.width, camera.height)
+            valid = valid & ok & ok_rect
+            rect_max = torch.where(valid[:, None], rect_max, rect_min)  # culled: an empty box
+            if intersect == "accutile":
+                *pairs, counts = tight.accutile(means2d, sxx, sxy, syy, level, rect_min, rect_max,
+                                                camera.width, camera.height)
+                valid = valid & (counts > 0)
         radii = torch.where(valid, radius, torch.zeros_like(radius)).int()
 
     degree = gaussians.sh_degree if sh_degree is None else min(sh_degree, gaussians.sh_degree)
     cam_center = -rot.T @ trans
     dirs = torch.nn.functional.normalize(gaussians.means - cam_center, dim=-1)
     colors = eval_sh(gaussians.sh, dirs, degree)
-    return Projected(means2d, conics, gaussians.opacities, colors, z, radii, rect_min, rect_max)
+    return Projected(means2d, conics, gaussians.opacities, colors, z, radii, rect_min, rect_max,
+                     None if pairs is None else tuple(pairs))
 
 
 def tile_rect(means2d: torch.Tensor, radius: torch.Tensor, width: int, height: int):

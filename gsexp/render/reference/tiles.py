@@ -20,8 +20,11 @@ class TileLists:
 def duplicate(proj: Projected) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One pair per tile each Gaussian touches: (gauss_ids [M], tile (x, y) [M,2]).
 
-    Pairs come in Gaussian order, each rectangle row by row, as the CUDA kernel emits them.
+    Pairs come in Gaussian order, each rectangle row by row, as the CUDA kernel emits them
+    (accutile: the pairs preprocess found).
     """
+    if proj.pairs is not None:
+        return proj.pairs
     span = proj.rect_max - proj.rect_min
     counts = span.prod(-1) * (proj.radii > 0)
     gauss_ids = torch.repeat_interleave(torch.arange(len(counts), device=counts.device), counts)
