@@ -43,10 +43,7 @@ struct GaussianGrads {
   float* sh;
 };
 
-// Which tiles a Gaussian's entries go to (intersect.cuh): the 3-sigma square, the exact box
-// of the alpha = 1/255 ellipse, or only the tiles that ellipse touches.
-enum { INTERSECT_AABB = 0, INTERSECT_SNUGBOX = 1, INTERSECT_ACCUTILE = 2 };
-
+// intersect: INTERSECT_* (config.h).
 void launch_preprocess(int n, const GaussianParams& g, int num_bases, int degree, const Camera& cam,
                        int intersect, PreprocessOut out, cudaStream_t stream);
 
