@@ -67,6 +67,16 @@ def test_format_round_trip_with_and_without_vq(tmp_path):
     assert size < (tmp_path / "a.npz").stat().st_size / 2**20  # the codebook is smaller
     with pytest.raises(ValueError, match="codebook"):
         fmt.encode(g, mask, codes, idx[:5])
+
+    g.means[0] = torch.tensor([-40.0, 3.0, 9.0])  # an outlier stretches the grid
+    size16 = fmt.save(tmp_path / "c.npz", fmt.encode(g, mask, codes, idx, position_bits=16))
+    back = fmt.load(tmp_path / "c.npz")
+    step = (g.means.max(0).values - g.means.min(0).values) / 65535
+    assert ((back.means - g.means).abs() <= step / 2 + 1e-6).all()
+    assert not torch.equal(back.means, g.means)
+    assert size16 < size
+    with pytest.raises(ValueError, match="position_bits"):
+        fmt.encode(g, position_bits=8)
     with pytest.raises(FileNotFoundError, match="nope.npz"):
         fmt.load(tmp_path / "nope.npz")
 

@@ -99,22 +99,25 @@ class VectorQuantize(NoCompression):
     fraction: float = 0.6    # least significant share whose SH rest is quantised
     beta: float = 0.1
     iterations: int = 10     # k-means (Lloyd) iterations
+    position_bits: int = 32  # 16: positions on a 16-bit grid over their bounding box (format.py)
 
     def __post_init__(self):
         if not 0 <= self.fraction <= 1 or self.codes < 1:
             raise ValueError(f"compress vq: need 0 <= fraction <= 1 and codes >= 1, got {self.fraction}, {self.codes}")
+        if self.position_bits not in (16, 32):
+            raise ValueError(f"compress vq: position_bits must be 16 or 32, got {self.position_bits}")
 
     def finalize(self, params, cameras, sh_degree: int):
         g = to_gaussians({k: v.detach() for k, v in params.items()}, sh_degree)
         n, k = len(g), g.sh.shape[1]
         mask = torch.zeros(n, dtype=torch.bool)
         if k == 1 or n == 0 or self.fraction == 0:
-            return fmt.encode(g)
+            return fmt.encode(g, position_bits=self.position_bits)
         score = significance(g, cameras, self.beta).float().cpu()
         mask[torch.argsort(score)[: int(self.fraction * n)]] = True
         rest = g.sh.detach().cpu()[mask, 1:].reshape(int(mask.sum()), -1)
         codebook, index = kmeans(rest, self.codes, weights=score[mask] + 1e-6, iterations=self.iterations)
-        return fmt.encode(g, mask, codebook, index)
+        return fmt.encode(g, mask, codebook, index, position_bits=self.position_bits)
 
 
 @dataclass
@@ -122,13 +125,14 @@ class PruneVQ(Prune):
     codes: int = 8192
     fraction: float = 0.6
     iterations: int = 10
+    position_bits: int = 32
 
     def __post_init__(self):
         super().__post_init__()
         self.vq()  # its checks, before training
 
     def vq(self) -> VectorQuantize:
-        return VectorQuantize(self.codes, self.fraction, self.beta, self.iterations)
+        return VectorQuantize(self.codes, self.fraction, self.beta, self.iterations, self.position_bits)
 
     def finalize(self, params, cameras, sh_degree: int):
         return self.vq().finalize(params, cameras, sh_degree)

@@ -3,7 +3,10 @@
 Arrays (N Gaussians, K = (sh_degree+1)^2 SH bases):
   format          ["gsexp-compressed-1"]
   sh_degree       int
-  means           float32 [N,3]      positions stay full precision (they set the image geometry)
+  means           float32 [N,3]      positions at full precision, or, with position_bits=16:
+  means_q         uint16  [N,3]      positions on a 16-bit grid over their bounding box,
+  means_lo        float32 [3]        means = means_lo + means_q * means_step (the grid step is
+  means_step      float32 [3]        1/65535 of the box: 4.6e-5 units on lego's 3-unit box)
   log_scales      float16 [N,3]
   quats           float16 [N,4]
   opacity_logits  float16 [N]
@@ -28,7 +31,9 @@ FORMAT = "gsexp-compressed-1"
 
 
 def encode(g: Gaussians, vq_mask: torch.Tensor | None = None, codebook: torch.Tensor | None = None,
-           vq_index: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+           vq_index: torch.Tensor | None = None, position_bits: int = 32) -> dict[str, np.ndarray]:
+    if position_bits not in (16, 32):
+        raise ValueError(f"encode: position_bits must be 16 or 32, got {position_bits}")
     n, k = len(g), g.sh.shape[1]
     vq_mask = torch.zeros(n, dtype=torch.bool) if vq_mask is None else vq_mask.detach().cpu().bool()
     rest = g.sh.detach().cpu()[:, 1:]
@@ -42,11 +47,20 @@ def encode(g: Gaussians, vq_mask: torch.Tensor | None = None, codebook: torch.Te
 
     return {
         "format": np.array([FORMAT]), "sh_degree": np.array(g.sh_degree),
-        "means": g.means.detach().cpu().float().numpy(), "log_scales": half(g.log_scales),
+        **(positions16(g.means) if position_bits == 16 else {"means": g.means.detach().cpu().float().numpy()}),
+        "log_scales": half(g.log_scales),
         "quats": half(g.quats), "opacity_logits": half(g.opacity_logits), "sh0": half(g.sh[:, 0]),
         "sh_rest": half(rest[~vq_mask]), "vq_mask": vq_mask.numpy(), "codebook": half(codebook),
         "vq_index": index.numpy().astype(np.uint16 if len(codebook) <= 65536 else np.int32),
     }
+
+
+def positions16(means: torch.Tensor) -> dict[str, np.ndarray]:
+    m = means.detach().cpu().double().numpy()
+    lo = m.min(0) if len(m) else np.zeros(3)
+    step = np.maximum((m.max(0) - lo) / 65535 if len(m) else np.ones(3), 1e-12)
+    q = np.clip(np.rint((m - lo) / step), 0, 65535).astype(np.uint16)
+    return {"means_q": q, "means_lo": lo.astype(np.float32), "means_step": step.astype(np.float32)}
 
 
 def decode(arrays) -> Gaussians:
@@ -65,7 +79,11 @@ def decode(arrays) -> Gaussians:
         codes = f32("codebook").reshape(-1, k - 1, 3)
         rest[vq_mask] = codes[torch.from_numpy(np.asarray(arrays["vq_index"]).astype(np.int64))]
     sh = torch.cat([f32("sh0")[:, None], rest], 1)
-    return Gaussians(f32("means"), f32("log_scales"), f32("quats"), f32("opacity_logits"), sh, degree)
+    if "means_q" in arrays:
+        means = f32("means_lo") + f32("means_q") * f32("means_step")
+    else:
+        means = f32("means")
+    return Gaussians(means, f32("log_scales"), f32("quats"), f32("opacity_logits"), sh, degree)
 
 
 def save(path, arrays: dict) -> float:
