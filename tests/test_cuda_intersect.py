@@ -4,6 +4,7 @@ reference (every Gaussian against every pixel) on random scenes and on biker."""
 import pytest
 import torch
 
+from gsexp.metrics import psnr
 from gsexp.render import render
 from render_helpers import cuda_scene, exhaustive_render64
 
@@ -32,6 +33,17 @@ def test_forward_and_gradients_match_the_reference(scene, intersect):
             assert v <= 1e-3, (k, v)
 
 
+def same_contributors(out, settings):
+    """snugbox and accutile list the same contributors; in fp32 the images are bit-identical.
+    Reduced-precision exponents can pass an entry of snugbox's extra tiles that the exact
+    test rejects, so there the bound is the variants' own (>= 60 dB)."""
+    a, b = out["snugbox"].image, out["accutile"].image
+    if not settings:
+        assert torch.equal(a, b)
+    else:
+        assert psnr(a, b).item() >= 60.0
+
+
 def lossless_check(g, cam, settings):
     """CUDA images per mode against the exhaustive reference on decision-stable pixels."""
     exhaustive, margin = exhaustive_render64(g, cam, BACKGROUND)
@@ -48,7 +60,7 @@ def test_tight_modes_are_lossless_on_random_scenes(settings):
     g.opacity_logits[::3] = 6.0  # opaque: their 1/255 level lies past 3 sigma
     out, err, stable = lossless_check(g, cam, settings)
     print(settings, err, f"stable pixels {stable:.4f}", {m: o.num_pairs for m, o in out.items()})
-    assert torch.equal(out["snugbox"].image, out["accutile"].image)  # the same contributors, in the same order
+    same_contributors(out, settings)
     assert stable > 0.99
     if not settings:  # vanilla fp32: rounding only
         assert err["snugbox"] < 1e-5 and err["accutile"] < 1e-5
@@ -62,7 +74,7 @@ def test_tight_modes_are_lossless_on_biker(biker, settings):
     cam = make_camera(g, 480, 270)
     out, err, stable = lossless_check(g, cam, settings)
     print(settings, err, f"stable pixels {stable:.4f}", {m: o.num_pairs for m, o in out.items()})
-    assert torch.equal(out["snugbox"].image, out["accutile"].image)
+    same_contributors(out, settings)
     assert stable > 0.95  # many Gaussians per pixel: more decisions near a threshold
     if not settings:
         assert err["snugbox"] < 1e-5 and err["accutile"] < 1e-5
