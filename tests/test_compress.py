@@ -146,3 +146,72 @@ def test_training_prunes_in_rounds(tmp_path):
     c, p = (json.loads(next((tmp_path / d).rglob("summary.json")).read_text()) for d in ("c", "plain"))
     assert c["status"] == "ok"
     assert c["num_gaussians"] == pytest.approx(0.34 * p["num_gaussians"], abs=3)  # two rounds of 41.7%
+
+
+def test_vq_at_a_step_holds_the_quantised_rows_through_adam():
+    """At vq_step the least significant rows become their codes and their Adam moments zero;
+    gradients on them are dropped from then on, so Adam leaves them exactly where they are
+    while the rest trains. finalize stores exactly those codes."""
+    from gsexp.compress import VQ_CODE, make_compression
+    from gsexp.compress import format as fmt
+    from gsexp.train.params import make_optimizers, make_params
+
+    g, cam = random_scene(3, n=400, width=48, height=40, sh_degree=2)
+    params = {k: torch.nn.Parameter(v) for k, v in make_params(g).items()}
+    optimizers = make_optimizers(params, 1.0)
+    vq = make_compression("vq", codes=16, fraction=0.5, vq_step=2)
+    state = {}
+
+    def train_step(step):
+        loss = sum((p ** 2).sum() for p in params.values())  # any loss that moves every row
+        loss.backward()
+        vq.post_backward(params, state)
+        for opt in optimizers.values():
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        vq.step(params, optimizers, state, step, [cam])
+
+    train_step(0)
+    assert VQ_CODE not in state
+    train_step(1)  # step + 1 == vq_step: quantise
+    code = state[VQ_CODE]
+    frozen = code > 0
+    assert frozen.sum() == 200 and len(torch.unique(code[frozen])) <= 16
+    held = params["shN"].detach().clone()
+    for step in range(2, 6):
+        train_step(step)
+    assert torch.equal(params["shN"][frozen], held[frozen])
+    assert not torch.equal(params["shN"][~frozen], held[~frozen])
+    arrays = vq.finalize(params, [cam], 2, state)
+    back = fmt.decode(arrays)
+    assert torch.allclose(back.sh[frozen, 1:], held[frozen].half().float())
+    assert arrays["vq_mask"].sum() == 200 and len(arrays["codebook"]) == len(torch.unique(code[frozen]))
+
+
+def test_vq_step_must_follow_the_prunes():
+    from gsexp.compress import make_compression
+
+    with pytest.raises(ValueError, match="vq_step"):
+        make_compression("prune_vq", at_step=25000, vq_step=20000)
+    with pytest.raises(ValueError, match="vq_step"):
+        make_compression("vq", vq_step=0)
+    both = make_compression("prune_vq", at_step=[15000, 20000], vq_step=28000).scaled(3000)
+    assert both.steps() == (1500, 2000) and both.vq_step == 2800
+
+
+@pytest.mark.slow
+def test_training_with_vq_at_a_step_stores_what_it_trained(tmp_path):
+    """Quantised at step 36 of 45, then fine-tuned: the stored model is the trained one up to
+    fp16, so the compressed and uncompressed evaluations agree."""
+    import json
+
+    from test_train_run import TINY, run_train
+
+    tiny = [o for o in TINY if not o.startswith("model.sh_degree")] + ["model.sh_degree=2"]
+    run_train([*tiny, "iterations=45", "compress=vq", "compress.options.codes=32", "compress.options.vq_step=24000",
+               "compress.options.fraction=1.0", "compress.options.position_bits=16"], tmp_path)
+    (path,) = tmp_path.rglob("summary.json")
+    s = json.loads(path.read_text())
+    print(s["psnr"], s["uncompressed"])
+    assert s["status"] == "ok" and s["psnr"] > 5
+    assert abs(s["psnr"] - s["uncompressed"]["psnr"]) < 0.05

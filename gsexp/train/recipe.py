@@ -189,6 +189,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
         loss.backward()
         strategy.step_post_backward(params, optimizers, state, step, out, cameras[view].width,
                                     cameras[view].height, lr=optimizers["means"].param_groups[0]["lr"])
+        compression.post_backward(params, state)
         for opt in optimizers.values():
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -213,7 +214,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
     train_seconds = time.perf_counter() - started
 
     save_checkpoint(run_dir, cfg.iterations, payload(cfg, params, optimizers, state, cfg.iterations, order))
-    arrays = compression.finalize(params, scene.train_cameras, cfg.model.sh_degree)
+    arrays = compression.finalize(params, scene.train_cameras, cfg.model.sh_degree, state)
     uncompressed = None
     if arrays is not None:  # evaluate and export what the compressed file holds
         # ... and what training ended with, so that a study can split pruning's loss from the VQ's
