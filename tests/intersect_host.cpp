@@ -1,19 +1,18 @@
 // Host build of csrc/intersect.cuh for tests/test_intersect.py: the CUDA routines compiled by
-// g++ with the device intrinsics mapped to their IEEE host equivalents, so a CPU can check
-// them against the torch reference. Reads "mx my a b c o width height mode" per line, prints
+// g++ with the device intrinsics mapped to their IEEE host equivalents (double), so a CPU can
+// check them against the torch reference. Reads "mx my a b c o width height mode" per line, prints
 // "count x0 y0 x1 y1" (the snug box; count 0 when culled) and, for accutile, its tiles as "tx,ty".
-#include <math.h>  // ceilf, floorf, fminf, fmaxf as CUDA has them
+#include <math.h>  // log, ceil, floor, fmin, fmax as CUDA has them
 #include <cmath>
 #include <cstdio>
 #include <string>
 
 #define __device__
-inline float __fmul_rn(float a, float b) { return a * b; }
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
-inline float __fdiv_rn(float a, float b) { return a / b; }
-inline float __fsqrt_rn(float a) { return std::sqrt(a); }
-inline float __logf(float a) { return std::log(a); }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __dsqrt_rn(double a) { return std::sqrt(a); }
 struct float4 { float x, y, z, w; };
 
 #include "intersect.cuh"

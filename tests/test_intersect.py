@@ -27,9 +27,22 @@ def opaque(g):
     return g
 
 
-@pytest.mark.parametrize("scene", SCENES)
+def needles(g):
+    """Every other Gaussian a long thin needle: the conic's determinant cancels, which a
+    float32 box computation gets wrong by far more than the margins."""
+    g = g.map(lambda t: t.clone())
+    g.log_scales[::2, 0] += 5.0
+    g.log_scales[::2, 1:] -= 4.0
+    return g
+
+
+@pytest.mark.parametrize("scene", SCENES + [("needles", 4, 1500, 171, 120, 1)])
 def test_tight_modes_equal_the_exhaustive_reference(scene):
-    g, cam = random_scene(*scene)
+    if scene[0] == "needles":
+        g, cam = random_scene(*scene[1:])
+        g = needles(g)
+    else:
+        g, cam = random_scene(*scene)
     g64 = opaque(g).map(lambda t: t.double())
     exhaustive, _ = exhaustive_render64(g64, cam, BACKGROUND)
     out = {mode: render(g64, cam, intersect=mode, background=BACKGROUND) for mode in ("aabb", "snugbox", "accutile")}
@@ -38,7 +51,7 @@ def test_tight_modes_equal_the_exhaustive_reference(scene):
     assert err["snugbox"] < 1e-5 and err["accutile"] < 1e-5
     assert torch.allclose(out["snugbox"].image, out["accutile"].image, rtol=0, atol=1e-12)
     assert out["accutile"].num_pairs <= out["snugbox"].num_pairs
-    if scene[1] >= 800:  # enough opaque Gaussians that some tail crosses out of its square
+    if scene[0] != 0:  # enough opaque Gaussians that some tail crosses out of its square
         assert err["aabb"] > 1e-4
 
 
@@ -144,6 +157,7 @@ def test_the_cuda_routines_agree_with_the_reference(tmp_path):
     n, width, height = 3000, 301, 187
     means2d = torch.rand(n, 2, generator=gen) * torch.tensor([width + 80.0, height + 80.0]) - 40
     sigma = torch.exp(torch.rand(n, 2, generator=gen) * 4 - 0.5)  # 0.6 .. 33 px
+    sigma[::4, 0] *= 60  # needles: the conic's determinant cancels
     angle = torch.rand(n, generator=gen) * math.pi
     rot = torch.stack([torch.cos(angle), -torch.sin(angle), torch.sin(angle), torch.cos(angle)], -1).view(n, 2, 2)
     cov = rot @ torch.diag_embed(sigma ** 2) @ rot.transpose(1, 2)

@@ -9,7 +9,9 @@ alpha >= 1/255 only inside that ellipse, so snugbox and accutile drop no contrib
 Gaussian with o < 1/255 has no tiles at all. 3-sigma squares can cut the faint tails of
 opaque Gaussians, whose 1/255 level lies at up to sqrt(2 ln 255) = 3.33 sigma.
 Spans cover the pixel centres (integers) inside; LEVEL_MARGIN and SPAN_MARGIN widen them so
-that float32 rounding never drops a pixel. Everything runs in float32, as in CUDA.
+that the blend's rounding never finds a pixel outside. Everything runs in float64, as in CUDA:
+for a thin ellipse the conic's determinant cancels, and a float32 one would shrink the box
+by far more than the margins.
 """
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ from gsexp.render.constants import ALPHA_MIN, LEVEL_MARGIN, SPAN_MARGIN, TILE_SI
 def ellipse(conics: torch.Tensor, opacities: torch.Tensor):
     """(sxx, sxy, syy, level, ok): the 2D covariance (the conic's inverse) and the level of
     the alpha = 1/255 ellipse; ok is False where no pixel can reach 1/255."""
-    a, b, c = conics.float().unbind(-1)
-    o = opacities.float()
+    a, b, c = conics.double().unbind(-1)
+    o = opacities.double()
     det = a * c - b * b
     ok = (o >= ALPHA_MIN) & (det > 0)
     det = torch.where(ok, det, torch.ones_like(det))
@@ -43,7 +45,7 @@ def pixel_span(lo: torch.Tensor, hi: torch.Tensor, size):
 def snug_rect(means2d, sxx, syy, level, width: int, height: int):
     """The snug box's tiles: rect_min, rect_max ([N,2], max exclusive) and where it is non-empty."""
     ex, ey = (level * sxx).sqrt(), (level * syy).sqrt()
-    mx, my = means2d.float().unbind(-1)
+    mx, my = means2d.double().unbind(-1)
     x0, x1, ok_x = pixel_span(mx - ex, mx + ex, width)
     y0, y1, ok_y = pixel_span(my - ey, my + ey, height)
     return torch.stack([x0, y0], -1), torch.stack([x1, y1], -1), ok_x & ok_y
@@ -80,14 +82,14 @@ def accutile(means2d, sxx, sxy, syy, level, rect_min, rect_max, width: int, heig
     line = torch.where(rows, rect_min[:, 1], rect_min[:, 0])[g] + torch.arange(len(g), device=dev) \
         - (torch.cumsum(lines, 0) - lines)[g]
     r = rows[g]
-    mx, my = means2d.float().unbind(-1)
+    mx, my = means2d.double().unbind(-1)
     size_line = torch.where(r, height, width)
-    p0 = (line * TILE_SIZE).float()
-    p1 = torch.minimum(p0 + (TILE_SIZE - 1), (size_line - 1).float())
+    p0 = (line * TILE_SIZE).double()
+    p1 = torch.minimum(p0 + (TILE_SIZE - 1), (size_line - 1).double())
     m_line, m_span = torch.where(r, my[g], mx[g]), torch.where(r, mx[g], my[g])
     s_line, s_span = torch.where(r, syy[g], sxx[g]), torch.where(r, sxx[g], syy[g])
     lo, hi, ok = band_span(s_span, sxy[g], s_line, level[g], p0 - m_line, p1 - m_line)
-    t0, t1, ok_span = pixel_span(m_span + lo, m_span + hi, torch.where(r, width, height).float())
+    t0, t1, ok_span = pixel_span(m_span + lo, m_span + hi, torch.where(r, width, height).double())
     cnt = torch.where(ok & ok_span, t1 - t0, 0)
     which = torch.repeat_interleave(torch.arange(len(g), device=dev), cnt)
     m = t0[which] + torch.arange(len(which), device=dev) - (torch.cumsum(cnt, 0) - cnt)[which]
