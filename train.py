@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from contextlib import nullcontext
 from pathlib import Path
@@ -61,9 +62,10 @@ def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | Non
                      group=run_group(hc),
                      name=run_name_from_overrides(overrides), tags=tags_from_choices(dict(hc.runtime.choices)),
                      config=OmegaConf.to_container(cfg, resolve=True)) as logger:
+        started = time.time()
         summary = train(cfg, run_dir, logger, overrides)
-        if gpu is not None:
-            summary["gpu"] = gpu  # the pool's device (CUDA_VISIBLE_DEVICES of this job)
+        if gpu is not None:  # the pool's device (CUDA_VISIBLE_DEVICES of this job), as nvidia-smi sees it
+            summary.update(gpu=gpu, started=started, ended=time.time(), **gpu_pool.nvidia_smi_record(gpu))
         logger.summary(summary)
     return summary
 

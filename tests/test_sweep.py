@@ -93,6 +93,29 @@ def test_results_table_rows_seeds_and_failures(tmp_path):
     assert "RuntimeError: boom" in md and "missing" in md
 
 
+def test_gpu_sharing_check_from_the_jobs_records(tmp_path):
+    """results.md reports how many pool jobs ran at once on one GPU, from their start/end
+    times and nvidia-smi's UUIDs; a shared GPU shows up."""
+    from gsexp.sweep.results import gpu_sharing
+
+    def sweep(name, jobs):
+        root = tmp_path / name
+        for i, (uuid, start, end) in enumerate(jobs):
+            job = root / f"{i}_job"
+            job.mkdir(parents=True)
+            (job / "summary.json").write_text(json.dumps(
+                {"status": "ok", "gpu": str(i % 2), "gpu_uuid": uuid, "gpu_seen": [uuid], "started": start,
+                 "ended": end}))
+        return root
+
+    apart = sweep("apart", [("GPU-a", 0, 10), ("GPU-b", 1, 9), ("GPU-a", 10, 20), ("GPU-b", 9, 30)])
+    assert gpu_sharing(apart) == ("4 pool jobs on 2 GPU(s); at most 1 ran at once on one GPU; nvidia-smi saw "
+                                  "4 of 4 jobs on their claimed GPU only.")
+    shared = sweep("shared", [("GPU-a", 0, 10), ("GPU-a", 5, 15)])
+    assert "at most 2 ran at once" in gpu_sharing(shared)
+    assert gpu_sharing(fake_sweep(tmp_path / "cpu")) == ""  # no pool jobs: nothing to say
+
+
 def test_pareto_front():
     pts = [{"render_ms": 1.0, "psnr": 29.0}, {"render_ms": 2.0, "psnr": 30.5}, {"render_ms": 3.0, "psnr": 30.0},
            {"render_ms": 0.5, "psnr": 20.0}]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,3 +78,21 @@ def _check_cuda_untouched() -> None:
     if torch is not None and torch.cuda.is_initialized():
         raise RuntimeError("gpu_pool.claim: CUDA was initialised before the job claimed its GPU, so "
                            "CUDA_VISIBLE_DEVICES can no longer select it; claim before any CUDA call")
+
+
+def nvidia_smi_record(device: str) -> dict:
+    """What nvidia-smi says about this job, for the sweep's no-sharing check: the UUID of the
+    claimed GPU (a physical index) and the GPUs on which this process holds a context. Call it
+    while the job still holds CUDA; empty values where nvidia-smi is missing."""
+    def query(*args) -> list[str]:
+        try:
+            out = subprocess.run(["nvidia-smi", *args, "--format=csv,noheader"], capture_output=True, text=True,
+                                 timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+    uuid = query("--query-gpu=uuid", "-i", str(device))
+    apps = query("--query-compute-apps=pid,gpu_uuid")
+    mine = sorted({line.split(",")[1].strip() for line in apps if line.split(",")[0].strip() == str(os.getpid())})
+    return {"gpu_uuid": uuid[0] if uuid else None, "gpu_seen": mine}

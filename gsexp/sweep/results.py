@@ -135,6 +135,9 @@ def write_markdown(rows: list[dict], path, title: str = "Sweep results") -> None
             cells = [variant, len(g)] + [
                 "{:.4g} ± {:.2g}".format(*mean_std(r[k] for r in g)) for k in ("psnr", "ssim", "lpips", "render_ms")]
             lines.append("| " + " | ".join(map(str, cells)) + " |")
+    check = gpu_sharing(Path(path).parent)
+    if check:
+        lines += ["", "## GPUs", "", check]
     others = [r for r in rows if r["status"] != "ok"]
     if others:
         lines += ["", "## Did not finish", "", "| job | overrides | status | error |", "|---|---|---|---|"]
@@ -142,6 +145,26 @@ def write_markdown(rows: list[dict], path, title: str = "Sweep results") -> None
             error = (r["error"] or "").replace("|", "\\|").replace("\n", " ")
             lines.append(f"| {r['job']} | {r['overrides']} | {r['status']} | {error} |")
     Path(path).write_text("\n".join(lines) + "\n")
+
+
+def gpu_sharing(sweep_dir) -> str:
+    """The pool's promise checked from the jobs' own records: for pool jobs (summary 'gpu',
+    'started', 'ended', and nvidia-smi's 'gpu_uuid' / 'gpu_seen'), the most jobs that ran at
+    once on one GPU, and whether nvidia-smi saw each job's process on its claimed GPU only."""
+    jobs = []
+    for job in job_dirs(sweep_dir):
+        path = job / "summary.json"
+        s = json.loads(path.read_text()) if path.exists() else {}
+        if s.get("gpu") is not None and s.get("started") is not None:
+            jobs.append((s.get("gpu_uuid") or f"device {s['gpu']}", s["started"], s["ended"], s.get("gpu_seen")))
+    if not jobs:
+        return ""
+    most = max(sum(1 for g, a, b, _ in jobs if g == gpu and a < end and start < b) for gpu, start, end, _ in jobs)
+    seen = [js for _, _, _, js in jobs if js is not None]
+    own = sum(js == [g] for (g, _, _, js) in jobs if js is not None)
+    smi = f"; nvidia-smi saw {own} of {len(seen)} jobs on their claimed GPU only" if seen else ""
+    return (f"{len(jobs)} pool jobs on {len({g for g, *_ in jobs})} GPU(s); at most {most} ran at once on one "
+            f"GPU{smi}.")
 
 
 def summarize(sweep_dir) -> list[dict]:
