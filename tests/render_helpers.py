@@ -122,7 +122,8 @@ def dense_render64(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), tiles:
     """Independent differentiable renderer in float64: loops over Gaussians in depth order,
     vectorised over all pixels (culling and tile rectangles from the reference's preprocess).
     tiles=False: the exhaustive reference, every Gaussian in front of the camera against
-    every pixel, with the same alpha rules and no tile culling.
+    every pixel, with the same alpha rules and no tile culling. Gaussians go in the
+    rasterizers' order: by float32 depth, ties in index order (biker has such ties).
 
     Returns (image [3,H,W], margin [H,W]): per pixel, how close (|log ratio|) any of its
     alphas came to 1/255 and its transmittance came to 1e-4, the two thresholds where a
@@ -142,7 +143,8 @@ def dense_render64(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), tiles:
     else:
         a, b, c = proj.conics.detach().unbind(-1)
         drawn = (proj.depths > NEAR_PLANE) & (a * c - b * b > 0)
-    for i in sorted(torch.nonzero(drawn).flatten().tolist(), key=lambda k: proj.depths[k].item()):
+    key = proj.depths.detach().float()  # the rasterizers' sort key: float32 depth, ties in Gaussian order
+    for i in sorted(torch.nonzero(drawn).flatten().tolist(), key=lambda k: key[k].item()):
         inside = ~done
         if tiles:
             (x0, y0), (x1, y1) = proj.rect_min[i].tolist(), proj.rect_max[i].tolist()
@@ -174,17 +176,21 @@ def stable_pixels(g: Gaussians, cam: Camera, min_margin: float = 1e-4) -> torch.
         return dense_render64(g, cam)[1] > min_margin
 
 
-def exhaustive_render64(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), chunk: int = 256):
+def exhaustive_render64(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), chunk: int = 256,
+                        depth_key: torch.Tensor | None = None):
     """dense_render64(tiles=False) in chunks of Gaussians, for scenes too large for a loop over
     single Gaussians (biker on a GPU): every Gaussian in front of the camera against every
-    pixel in float64, in depth order, no tiles. Returns (image [3,H,W], margin [H,W])."""
+    pixel in float64, in depth order, no tiles. Returns (image [3,H,W], margin [H,W]).
+    depth_key: the float32 depths a rasterizer sorted by (its own rounding decides near-ties),
+    default the reference's."""
     from gsexp.render.reference.preprocess import preprocess
 
     with torch.no_grad():
         proj = preprocess(g.map(lambda t: t.detach().double()), cam)
         a, b, c = proj.conics.unbind(-1)
         drawn = torch.nonzero((proj.depths > NEAR_PLANE) & (a * c - b * b > 0)).flatten()
-        order = drawn[torch.sort(proj.depths[drawn], stable=True).indices]
+        key = proj.depths.float() if depth_key is None else depth_key.to(proj.depths.device).float()
+        order = drawn[torch.sort(key[drawn], stable=True).indices]  # the rasterizers' key, ties by index
         dev = proj.means2d.device
         ys, xs = torch.meshgrid(torch.arange(cam.height, dtype=torch.float64, device=dev),
                                 torch.arange(cam.width, dtype=torch.float64, device=dev), indexing="ij")
