@@ -15,12 +15,16 @@ def table(path: str) -> str:
     gsplat = next((r for r in rows if r["name"].startswith("gsplat")), None)
     cfg = d["config"]
     out = [f"{cfg['resolution']}, {cfg['num_gaussians']:,} Gaussians ({path.rsplit('/', 1)[-1]})", "",
-           "| variant | blend ms | blend vs vanilla | end to end ms | e2e vs vanilla | e2e vs gsplat | PSNR vs vanilla |",
-           "|---|---|---|---|---|---|---|"]
+           "| variant | pairs | duplicate ms | sort ms | blend ms | blend vs vanilla | end to end ms | e2e vs vanilla "
+           "| e2e vs gsplat | PSNR vs vanilla |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         blend = r["stages"].get("blend", {}).get("median")
         e2e = r["e2e"]["median"]
+        stage = {k: r["stages"].get(k, {}).get("median") for k in ("duplicate", "sort")}
         cells = [r["name"],
+                 f"{r['pairs']:,.0f}" if r.get("pairs") else "–",
+                 *(f"{v:.3f}" if v else "–" for v in stage.values()),
                  f"{blend:.3f}" if blend else "–",
                  f"{base['stages']['blend']['median'] / blend:.2f}×" if blend else "–",
                  f"{e2e:.3f}",
