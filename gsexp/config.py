@@ -171,9 +171,17 @@ def validate(cfg: DictConfig) -> DictConfig:
         from gsexp.compress import make_compression
 
         try:
-            make_compression(merged.compress.name, **OmegaConf.to_container(merged.compress.options))
+            compression = make_compression(merged.compress.name, **OmegaConf.to_container(merged.compress.options))
         except (TypeError, ValueError) as err:
             raise ConfigError(f"config key 'compress.options': {err}") from None
+        vq_step = getattr(compression.scaled(merged.iterations), "vq_step", None)
+        if vq_step is not None:  # a band that starts training after the VQ would stay frozen at its start
+            late = [k * merged.sh_degree_interval for k in range(1, merged.model.sh_degree + 1)
+                    if vq_step < k * merged.sh_degree_interval < merged.iterations]
+            need(not late, "compress.options.vq_step",
+                 f"quantises at step {vq_step} of {merged.iterations}, but SH band(s) start training at step(s) "
+                 f"{late} (sh_degree_interval={merged.sh_degree_interval}); their codes would be untrained. "
+                 "Quantise later, or lower sh_degree_interval")
     choice("logger.kind", LOGGERS)
     choice("device", ("cpu", "cuda", "auto"))
     choice("eval_lpips", ("auto", True, False))

@@ -103,6 +103,7 @@ def test_multirun_two_values_and_a_failing_job(tmp_path):
     (["data=blender", "data.path=/no/such/scene"], "/no/such/scene"),
     (["rasterizer.blend=fast"], "rasterizer.blend"),
     (["rasterizer.intersect=obb"], "rasterizer.intersect"),
+    (["compress=vq", "compress.options.vq_step=24000"], "compress.options.vq_step"),  # SH band 1 starts after it
     (["iteraions=5"], "iteraions"),
 ])
 def test_bad_config_fails_fast(tmp_path, args, needle):
