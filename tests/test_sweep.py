@@ -96,7 +96,7 @@ def test_results_table_rows_seeds_and_failures(tmp_path):
 def test_gpu_sharing_check_from_the_jobs_records(tmp_path):
     """results.md reports how many pool jobs ran at once on one GPU, from their start/end
     times and nvidia-smi's UUIDs; a shared GPU shows up."""
-    from gsexp.sweep.results import gpu_sharing
+    from gsexp.sweep.results import collect, gpu_sharing
 
     def sweep(name, jobs):
         root = tmp_path / name
@@ -109,11 +109,11 @@ def test_gpu_sharing_check_from_the_jobs_records(tmp_path):
         return root
 
     apart = sweep("apart", [("GPU-a", 0, 10), ("GPU-b", 1, 9), ("GPU-a", 10, 20), ("GPU-b", 9, 30)])
-    assert gpu_sharing(apart) == ("4 pool jobs on 2 GPU(s); at most 1 ran at once on one GPU; nvidia-smi saw "
+    assert gpu_sharing(collect(apart)) == ("4 pool jobs on 2 GPU(s); at most 1 ran at once on one GPU; nvidia-smi saw "
                                   "4 of 4 jobs on their claimed GPU only.")
     shared = sweep("shared", [("GPU-a", 0, 10), ("GPU-a", 5, 15)])
-    assert "at most 2 ran at once" in gpu_sharing(shared)
-    assert gpu_sharing(fake_sweep(tmp_path / "cpu")) == ""  # no pool jobs: nothing to say
+    assert "at most 2 ran at once" in gpu_sharing(collect(shared))
+    assert gpu_sharing(collect(fake_sweep(tmp_path / "cpu"))) == ""  # no pool jobs: nothing to say
 
 
 def test_pareto_front():

@@ -13,6 +13,7 @@ import yaml
 METRICS = ("psnr", "ssim", "lpips", "size_mb", "num_gaussians", "render_ms", "train_seconds")
 STAGES = ("preprocess", "duplicate", "sort", "ranges", "blend", "backward")
 SEED = re.compile(r"^seed=")
+GPU_RECORD = ("gpu", "gpu_uuid", "started", "ended")  # written by pool jobs (train.py), with gpu_seen
 
 
 def job_dirs(sweep_dir: Path) -> list[Path]:
@@ -47,6 +48,9 @@ def collect(sweep_dir) -> list[dict]:
                "status": summary.get("status", "missing"), "error": summary.get("error", "")}
         for key in METRICS:
             row[key] = summary.get(key)
+        if summary.get("gpu") is not None:  # a pool job: its GPU as nvidia-smi saw it, and when it ran
+            row.update({k: summary.get(k) for k in GPU_RECORD})
+            row["gpu_seen"] = " ".join(summary.get("gpu_seen") or []) if "gpu_seen" in summary else None
         stage_ms = summary.get("stage_ms") or {}
         for stage in sorted(stage_ms, key=lambda s: (STAGES.index(s) if s in STAGES else len(STAGES), s)):
             row[f"stage_ms/{stage}"] = stage_ms[stage]
@@ -135,7 +139,7 @@ def write_markdown(rows: list[dict], path, title: str = "Sweep results") -> None
             cells = [variant, len(g)] + [
                 "{:.4g} ± {:.2g}".format(*mean_std(r[k] for r in g)) for k in ("psnr", "ssim", "lpips", "render_ms")]
             lines.append("| " + " | ".join(map(str, cells)) + " |")
-    check = gpu_sharing(Path(path).parent)
+    check = gpu_sharing(rows)
     if check:
         lines += ["", "## GPUs", "", check]
     others = [r for r in rows if r["status"] != "ok"]
@@ -147,21 +151,17 @@ def write_markdown(rows: list[dict], path, title: str = "Sweep results") -> None
     Path(path).write_text("\n".join(lines) + "\n")
 
 
-def gpu_sharing(sweep_dir) -> str:
-    """The pool's promise checked from the jobs' own records: for pool jobs (summary 'gpu',
-    'started', 'ended', and nvidia-smi's 'gpu_uuid' / 'gpu_seen'), the most jobs that ran at
-    once on one GPU, and whether nvidia-smi saw each job's process on its claimed GPU only."""
-    jobs = []
-    for job in job_dirs(sweep_dir):
-        path = job / "summary.json"
-        s = json.loads(path.read_text()) if path.exists() else {}
-        if s.get("gpu") is not None and s.get("started") is not None:
-            jobs.append((s.get("gpu_uuid") or f"device {s['gpu']}", s["started"], s["ended"], s.get("gpu_seen")))
+def gpu_sharing(rows: list[dict]) -> str:
+    """The pool's promise checked from the jobs' own records (GPU_RECORD and gpu_seen): the
+    most jobs that ran at once on one GPU, and whether nvidia-smi saw each job's process on
+    its claimed GPU only."""
+    jobs = [(r.get("gpu_uuid") or f"device {r['gpu']}", r["started"], r["ended"], r.get("gpu_seen"))
+            for r in rows if r.get("gpu") is not None and r.get("started") is not None]
     if not jobs:
         return ""
     most = max(sum(1 for g, a, b, _ in jobs if g == gpu and a < end and start < b) for gpu, start, end, _ in jobs)
     seen = [js for _, _, _, js in jobs if js is not None]
-    own = sum(js == [g] for (g, _, _, js) in jobs if js is not None)
+    own = sum(js == g for (g, _, _, js) in jobs if js is not None)
     smi = f"; nvidia-smi saw {own} of {len(seen)} jobs on their claimed GPU only" if seen else ""
     return (f"{len(jobs)} pool jobs on {len({g for g, *_ in jobs})} GPU(s); at most {most} ran at once on one "
             f"GPU{smi}.")
