@@ -174,7 +174,7 @@ class VectorQuantize(NoCompression):
             code = code.cpu()
             mask = code > 0
             used, index = torch.unique(code[mask] - 1, return_inverse=True)
-            codebook = torch.zeros(len(used), g.sh[:, 1:].numel() // max(len(g), 1))
+            codebook = torch.zeros(len(used), (g.sh.shape[1] - 1) * 3)
             codebook[index] = g.sh.detach().cpu()[mask, 1:].reshape(int(mask.sum()), -1)
             return fmt.encode(g, mask, codebook, index, position_bits=self.position_bits)
         found = self.quantize(g, cameras)

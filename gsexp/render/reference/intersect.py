@@ -37,9 +37,8 @@ def pixel_span(lo: torch.Tensor, hi: torch.Tensor, size):
     first = torch.ceil(lo - SPAN_MARGIN).clamp_min(0)
     last = torch.minimum(torch.floor(hi + SPAN_MARGIN), torch.as_tensor(size, device=hi.device) - 1.0)
     ok = first <= last
-    t0 = torch.where(ok, first, 0).long() // TILE_SIZE
-    t1 = torch.where(ok, torch.where(ok, last, 0).long() // TILE_SIZE + 1, 0)
-    return t0, t1, ok
+    first, last = torch.where(ok, first, 0).long(), torch.where(ok, last, -1).long()  # empty: [0, 0)
+    return first // TILE_SIZE, last // TILE_SIZE + 1, ok
 
 
 def snug_rect(means2d, sxx, syy, level, width: int, height: int):
