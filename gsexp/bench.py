@@ -206,8 +206,10 @@ def summary(values) -> dict:
     return {"median": float(np.median(values)), "p90": float(np.percentile(values, 90))}
 
 
-def bench_one(r: Rasterizer, cameras, warmup: int, frames: int, device) -> dict:
-    e2e, stages, images = [], defaultdict(list), []
+def bench_one(r: Rasterizer, cameras, warmup: int, frames: int, device, samples=None) -> dict:
+    """Time r on every camera; `samples` (the dict an earlier round returned) gathers rounds."""
+    samples = samples or {"e2e": [], "stages": defaultdict(list), "images": []}
+    e2e, stages, images = samples["e2e"], samples["stages"], []
     for cam in cameras:
         for _ in range(warmup):
             r.render(cam, False)
@@ -223,9 +225,21 @@ def bench_one(r: Rasterizer, cameras, warmup: int, frames: int, device) -> dict:
                 for name, v in r.render(cam, True)[1].items():
                     stages[name].append(v)
         images.append(image.float().cpu())
-    return {"name": r.name, "settings": r.settings, "images": images, "frames": len(e2e),
-            "stages": {k: summary(v) for k, v in stages.items()}, "e2e": summary(e2e),
-            "pairs": float(np.mean(r.pairs)) if r.pairs else None}
+    samples["images"] = images
+    return samples
+
+
+def bench_all(rasterizers, cameras, warmup: int, frames: int, device, rounds: int = 1) -> list[dict]:
+    """Rounds interleave the rasterizers (A B C, A B C, ...), so that a drift of the GPU's clocks
+    during the run spreads over all of them instead of biasing the ratios."""
+    samples = [None] * len(rasterizers)
+    for _ in range(rounds):
+        for i, r in enumerate(rasterizers):
+            samples[i] = bench_one(r, cameras, warmup, frames, device, samples[i])
+    return [{"name": r.name, "settings": r.settings, "images": s["images"], "frames": len(s["e2e"]),
+             "stages": {k: summary(v) for k, v in s["stages"].items()}, "e2e": summary(s["e2e"]),
+             "pairs": float(np.mean(r.pairs)) if r.pairs else None}
+            for r, s in zip(rasterizers, samples)]
 
 
 def mean_psnr(images, refs) -> float:
@@ -288,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"comma list of backend[:blend][:key=value]... (default {default_rast})")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--frames", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="repeat the whole set this many times, interleaved (frames per camera per round)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--no-gsplat", action="store_true", help="skip the gsplat peer")
     p.add_argument("--json", type=Path, help="write all figures here")
@@ -299,8 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> dict:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.frames < 1 or args.warmup < 0 or args.num_cameras < 0:
-        parser.error("--frames must be >= 1, --warmup and --num-cameras >= 0")
+    if args.frames < 1 or args.rounds < 1 or args.warmup < 0 or args.num_cameras < 0:
+        parser.error("--frames and --rounds must be >= 1, --warmup and --num-cameras >= 0")
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is available")
@@ -364,7 +380,7 @@ def main(argv=None) -> dict:
                 r.render(cameras[0], False)
             except (ValueError, TypeError) as e:
                 parser.error(f"--rasterizers {r.name!r}: {e}")
-        rows = [bench_one(r, cameras, args.warmup, args.frames, device) for r in rasterizers]
+        rows = bench_all(rasterizers, cameras, args.warmup, args.frames, device, args.rounds)
     for r in rows:
         r["psnr"] = mean_psnr(r["images"], rows[0]["images"])
 
@@ -375,7 +391,7 @@ def main(argv=None) -> dict:
     report = {
         "config": {"input": {"kind": flag.lstrip("-"), "path": str(path)}, "num_gaussians": len(g),
                    "sh_degree": g.sh_degree, "cameras": camera_info, "resolution": resolution,
-                   "warmup": args.warmup, "frames": args.frames, "background": list(background),
+                   "warmup": args.warmup, "frames": args.frames, "rounds": args.rounds, "background": list(background),
                    "device": str(device), "device_name": device_name, "torch": torch.__version__,
                    "argv": list(sys.argv[1:] if argv is None else argv)},
         # PSNR vs the first row: null for the first row itself, "inf" (a string, so the file

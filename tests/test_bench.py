@@ -49,6 +49,28 @@ def test_two_torch_rasterizers(scene, tmp_path, capsys):
     assert "e2e med" in out and "gsplat: skipped" in out
 
 
+def test_rounds_interleave_and_gather_frames(scene, monkeypatch):
+    """--rounds runs the whole set again in turn (A B, A B) and every round's frames count."""
+    import gsexp.bench as bench
+
+    order, real = [], bench.bench_one
+    monkeypatch.setattr(bench, "bench_one", lambda r, *a, **k: order.append(r.name) or real(r, *a, **k))
+    _, ply = scene
+    report = main(["--ply", str(ply), "--rasterizers", "torch,torch:precision=fp32", "--rounds", "3",
+                   *SMALL, *TIMED])
+    assert order == ["torch", "torch:precision=fp32"] * 3
+    assert [r["frames"] for r in report["rasterizers"]] == [12, 12]  # 3 rounds x 2 cameras x 2 frames
+    assert report["config"]["rounds"] == 3
+    assert all(len(r["stages"]) >= 4 for r in report["rasterizers"])
+
+
+def test_rounds_must_be_positive(scene, capsys):
+    _, ply = scene
+    with pytest.raises(SystemExit):
+        main(["--ply", str(ply), "--rounds", "0", *SMALL, *ONCE])
+    assert "--rounds" in capsys.readouterr().err
+
+
 def test_checkpoint_renders_like_the_ply(scene, tmp_path):
     g, ply = scene
     payload = {"step": 7, "params": {k: v.detach() for k, v in make_params(g).items()}}

@@ -307,3 +307,28 @@ def test_read_image_downscale_is_area_average(tmp_path):
     assert torch.allclose(small, torch.full((3, 2, 1), 0.5))
     with pytest.raises(FileNotFoundError, match="nope.png"):
         read_image(tmp_path / "nope.png")
+
+
+def test_camera_values_follow_the_matrix():
+    """The CUDA path's camera numbers are kept on the camera; a new matrix, an in-place edit
+    or other intrinsics must give fresh ones (a stale cache would render from the old pose)."""
+    from gsexp.render.cuda.function import camera_values
+    from gsexp.scene.camera import look_at
+
+    def expected(cam):
+        m = cam.world_to_camera.double().numpy()
+        return (list(m[:3].reshape(-1)) + [cam.fx, cam.fy, cam.cx, cam.cy, *cam.tan_half_fov]
+                + list(-m[:3, :3].T @ m[:3, 3]) + [cam.width, cam.height])
+
+    cam = Camera(look_at((3.0, 1.0, 2.0), (0.0, 0.0, 0.0)), 100.0, 90.0, 32.0, 24.0, 64, 48)
+    first = camera_values(cam)
+    assert np.allclose(first, expected(cam)) and camera_values(cam) is first  # kept
+    cam.world_to_camera[0, 3] += 0.5  # in place
+    assert np.allclose(camera_values(cam), expected(cam)) and camera_values(cam)[3] != first[3]
+    for _ in range(3):  # new matrices, each made after the last was dropped (ids get reused)
+        cam.world_to_camera = look_at(tuple(np.random.rand(3) + 2), (0.0, 0.0, 0.0)).float()
+        assert np.allclose(camera_values(cam), expected(cam))
+    scaled = cam.scaled(0.5)
+    assert np.allclose(camera_values(scaled), expected(scaled))
+    cam.fx = 120.0
+    assert np.allclose(camera_values(cam), expected(cam))

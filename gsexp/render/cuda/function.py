@@ -8,14 +8,24 @@ import torch
 from gsexp.render.cuda.build import load
 
 
-def camera_values(camera) -> list[float]:
+def camera_values(camera) -> tuple[float, ...]:
     """The 23 numbers the C++ side reads: view rows [R | t], intrinsics, tan(fov/2), centre, size.
-    numpy, not torch: a render calls this once, and tiny torch ops cost more than the kernels."""
-    w2c = camera.world_to_camera.detach().cpu().numpy().astype(np.float64)
-    center = -w2c[:3, :3].T @ w2c[:3, 3]
+    numpy, not torch: a render calls this once, and tiny torch ops cost more than the kernels.
+    Kept on the camera with the matrix they came from (the object itself, so that its id is never
+    reused) and its version: a camera on the GPU would otherwise cost a device-to-host copy, and a
+    sync, per render; a new matrix or an in-place edit recomputes them."""
+    w2c = camera.world_to_camera
+    key = (w2c._version, camera.fx, camera.fy, camera.cx, camera.cy, camera.width, camera.height)
+    cached = getattr(camera, "_gsexp_values", None)
+    if cached is not None and cached[0] is w2c and cached[1] == key:
+        return cached[2]
+    m = w2c.detach().cpu().numpy().astype(np.float64)
+    center = -m[:3, :3].T @ m[:3, 3]
     tan_x, tan_y = camera.tan_half_fov
-    return (w2c[:3].reshape(-1).tolist() + [camera.fx, camera.fy, camera.cx, camera.cy, tan_x, tan_y]
-            + center.tolist() + [camera.width, camera.height])
+    values = tuple(m[:3].reshape(-1).tolist() + [camera.fx, camera.fy, camera.cx, camera.cy, tan_x, tan_y]
+                   + center.tolist() + [camera.width, camera.height])
+    camera._gsexp_values = (w2c, key, values)
+    return values
 
 
 class Rasterize(torch.autograd.Function):
