@@ -110,7 +110,9 @@ def test_gpu_sharing_check_from_the_jobs_records(tmp_path):
 
     apart = sweep("apart", [("GPU-a", 0, 10), ("GPU-b", 1, 9), ("GPU-a", 10, 20), ("GPU-b", 9, 30)])
     assert gpu_sharing(collect(apart)) == ("4 pool jobs on 2 GPU(s); at most 1 ran at once on one GPU; nvidia-smi saw "
-                                  "4 of 4 jobs on their claimed GPU only.")
+                                           "4 of 4 jobs on their claimed GPU only. Wall time 30 s from the first "
+                                           "job's start to the last one's end; the jobs' own times add up to 49 s "
+                                           "(1.63 at a time on average).")
     shared = sweep("shared", [("GPU-a", 0, 10), ("GPU-a", 5, 15)])
     assert "at most 2 ran at once" in gpu_sharing(collect(shared))
     assert gpu_sharing(collect(fake_sweep(tmp_path / "cpu"))) == ""  # no pool jobs: nothing to say

@@ -153,8 +153,8 @@ def write_markdown(rows: list[dict], path, title: str = "Sweep results") -> None
 
 def gpu_sharing(rows: list[dict]) -> str:
     """The pool's promise checked from the jobs' own records (GPU_RECORD and gpu_seen): the
-    most jobs that ran at once on one GPU, and whether nvidia-smi saw each job's process on
-    its claimed GPU only."""
+    most jobs that ran at once on one GPU, whether nvidia-smi saw each job's process on its
+    claimed GPU only, and the sweep's wall time against the jobs' summed times."""
     jobs = [(r.get("gpu_uuid") or f"device {r['gpu']}", r["started"], r["ended"], r.get("gpu_seen"))
             for r in rows if r.get("gpu") is not None and r.get("started") is not None]
     if not jobs:
@@ -163,8 +163,12 @@ def gpu_sharing(rows: list[dict]) -> str:
     seen = [js for _, _, _, js in jobs if js is not None]
     own = sum(js == g for (g, _, _, js) in jobs if js is not None)
     smi = f"; nvidia-smi saw {own} of {len(seen)} jobs on their claimed GPU only" if seen else ""
+    wall = max(b for _, _, b, _ in jobs) - min(a for _, a, _, _ in jobs)
+    busy = sum(b - a for _, a, b, _ in jobs)
+    pace = f" ({busy / wall:.2f} at a time on average)" if wall > 0 else ""
     return (f"{len(jobs)} pool jobs on {len({g for g, *_ in jobs})} GPU(s); at most {most} ran at once on one "
-            f"GPU{smi}.")
+            f"GPU{smi}. Wall time {wall:.0f} s from the first job's start to the last one's end; the jobs' "
+            f"own times add up to {busy:.0f} s{pace}.")
 
 
 def summarize(sweep_dir) -> list[dict]:
