@@ -1,6 +1,6 @@
 """One call on a GPU machine: build csrc, run the GPU tests, bench biker, print a table.
 
-    python -m gsexp.render.cuda.check [--out DIR] [--shared DIR] [--frames 20] [--rounds 5]
+    python -m gsexp.render.cuda.check [--out DIR] [--shared DIR] [--frames 20] [--warmup 20] [--rounds 5]
 
 Writes pytest.log and bench_<W>x<H>.json into --out (default: the current directory)."""
 from __future__ import annotations
@@ -20,6 +20,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=Path("."))
     p.add_argument("--shared", type=Path, default=REPO.parent / "shared", help="shared data folder")
     p.add_argument("--frames", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=20, help="untimed frames per camera and round")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the bench (python -m gsexp.bench --rounds)")
     p.add_argument("--tests", default="tests/test_cuda_build.py tests/test_cuda_rasterizer.py "
                                       "tests/test_cuda_matrix_blends.py tests/test_cuda_intersect.py")
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
     for w, h in SIZES:
         report = bench.main(["--ply", str(args.shared / "data/scenes/biker.compressed.ply"), "--rasterizers", args.rasterizers,
                              "--width", str(w), "--height", str(h), "--frames", str(args.frames),
-                             "--warmup", str(args.frames), "--rounds", str(args.rounds),
+                             "--warmup", str(args.warmup), "--rounds", str(args.rounds),
                              "--json", str(args.out / f"bench_{w}x{h}.json")])
         rows.append((f"{w}x{h}", report))
 
