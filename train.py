@@ -19,7 +19,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from gsexp.config import ConfigError, InvalidCombination, validate
+from gsexp.config import force_rasterizer_switches, validate
+from gsexp.errors import ConfigError, InvalidCombination
 from gsexp.sweep import gpu_pool
 from gsexp.track import make_logger, run_name_from_overrides, tags_from_choices
 from gsexp.track.local import LocalLogger
@@ -36,9 +37,9 @@ def main(cfg: DictConfig):
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
     overrides = list(hc.overrides.task)
+    sweep = hc.mode == RunMode.MULTIRUN
     try:
-        cfg = validate(cfg)
-        sweep = hc.mode == RunMode.MULTIRUN
+        cfg = validate(cfg, sweep)
         with gpu_pool.claim(Path(hc.sweep.dir) / ".gpu_locks") if sweep else nullcontext() as gpu:
             summary = run(cfg, hc, run_dir, overrides, gpu)
         print(f"[gsexp] {run_dir}: test PSNR {summary['psnr']:.2f} dB, SSIM {summary['ssim']:.4f}, "
@@ -91,4 +92,5 @@ def record_failure(run_dir: Path, err: Exception, overrides: list[str]):
 
 
 if __name__ == "__main__":
+    sys.argv[1:] = force_rasterizer_switches(sys.argv[1:])
     main()

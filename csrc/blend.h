@@ -10,7 +10,7 @@
 enum { PREC_FP32 = 0, PREC_TF32 = 1, PREC_FP16 = 2 };
 
 // Switches of the matrix blends (gemm_gs, tc_gs); the vanilla blend ignores them.
-struct TcOptions {
+struct MatrixOptions {
   bool tcgs;        // TC-GS's beta = ln o + power (else GEMM-GS's power)
   bool g2l;         // tile-centred coordinates
   bool early_cull;  // tcgs: test beta against ln(1/255) before the exp
@@ -28,15 +28,14 @@ struct BlendArgs {
   const float* conic_opacity;  // [N,4]
   const float* colors;         // [N,3]
   const float* background;     // [3]
-  const void* packed;          // variant-specific per-Gaussian data from its pack step, or null
   int width, height, tiles_x, tiles_y;
   // outputs
   float* image;    // [3,H,W] with the background composited
   float* final_T;  // [H,W]
   int* n_contrib;  // [H,W] list position (1-based) of the last contributor
   int* hit_counts;  // [N] or null: pixels each Gaussian contributes to, added (vanilla only)
-  TcOptions tc;
+  MatrixOptions matrix;
 };
 
 void launch_blend_vanilla(const BlendArgs& args, cudaStream_t stream);
-void launch_blend_tc(const BlendArgs& args, cudaStream_t stream);  // gemm and tcgs
+void launch_blend_matrix(const BlendArgs& args, cudaStream_t stream);  // gemm_gs and tc_gs

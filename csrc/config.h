@@ -17,5 +17,7 @@ constexpr int MAX_SH_BASES = 16;  // degree 3
 // Which tiles a Gaussian's entries go to (intersect.cuh): the 3-sigma square, the exact box
 // of the alpha = 1/255 ellipse, or only the tiles that ellipse touches.
 enum { INTERSECT_AABB = 0, INTERSECT_SNUGBOX = 1, INTERSECT_ACCUTILE = 2 };
+// The blend formula of a variant: vanilla, GEMM-GS, TC-GS.
+enum { BLEND_VANILLA = 0, BLEND_GEMM = 1, BLEND_TCGS = 2 };
 constexpr double LEVEL_MARGIN = 1e-3;  // intersect.cuh: the 1/255 ellipse grows by this share,
 constexpr double SPAN_MARGIN = 1e-3;   // and its spans by this many pixels (rounding never cuts a pixel)

@@ -5,7 +5,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
 
-#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -13,6 +12,21 @@
 
 #include "blend.h"
 #include "kernels.h"
+#include "train_ops.h"
+#include "train_ops_adam.h"
+
+// Every switch of a rasterizer variant, filled once per settings object by gsexp/render/cuda.
+struct RasterOptions {
+  int blend = BLEND_VANILLA;  // BLEND_*
+  int precision = PREC_FP32;  // PREC_*: operands of the matrix blends
+  bool g2l = true;            // matrix blends: tile-centred coordinates
+  bool early_cull = true;     // tc_gs: beta tested before the exp
+  bool half_blend = false;    // tc_gs: T and colour in fp16
+  int batch = 128;            // matrix blends: Gaussians per pipeline stage
+  int intersect = INTERSECT_AABB;
+  bool heavy_first = true;    // blocks take the longest tile lists first
+  bool timing = false;        // CUDA events per stage (reading them syncs)
+};
 
 namespace {
 
@@ -87,49 +101,30 @@ int bit_width(int64_t v) {
   return bits;
 }
 
-using BlendFn = void (*)(const BlendArgs&, cudaStream_t);
-
-BlendFn find_blend(const std::string& name) {
-  if (name == "vanilla") return launch_blend_vanilla;
-  if (name == "gemm" || name == "tcgs") return launch_blend_tc;
-  TORCH_CHECK(false, "gsexp cuda rasterizer: unknown blend '", name, "'; available: vanilla, gemm, tcgs");
-  return nullptr;
-}
-
-// precision: fp32 | tf32 | fp16; batch: 32 | 64 | 128 (Gaussians per pipeline stage).
-TcOptions tc_options(const std::string& blend, const std::string& precision, bool g2l, bool early_cull,
-                     int64_t batch, bool half_blend) {
-  TcOptions o{blend == "tcgs", g2l, early_cull, half_blend, PREC_FP32, (int)batch};
-  if (precision == "tf32") o.precision = PREC_TF32;
-  else if (precision == "fp16") o.precision = PREC_FP16;
-  else TORCH_CHECK(precision == "fp32", "gsexp cuda rasterizer: precision must be fp32, tf32 or fp16, got '",
-                   precision, "'");
-  TORCH_CHECK(blend != "vanilla" || precision == "fp32", "gsexp cuda rasterizer: the vanilla blend is fp32");
-  TORCH_CHECK(!half_blend || blend == "tcgs", "gsexp cuda rasterizer: half_blend applies to the tcgs blend");
-  TORCH_CHECK(batch == 32 || batch == 64 || batch == 128, "gsexp cuda rasterizer: batch must be 32, 64 or 128, got ",
-              batch);
-  return o;
+// The matrix blends' switches, checked once here for every caller.
+MatrixOptions matrix_options(const RasterOptions& o) {
+  TORCH_CHECK(o.blend >= BLEND_VANILLA && o.blend <= BLEND_TCGS, "gsexp cuda rasterizer: unknown blend id ", o.blend);
+  TORCH_CHECK(o.precision >= PREC_FP32 && o.precision <= PREC_FP16, "gsexp cuda rasterizer: unknown precision id ",
+              o.precision);
+  TORCH_CHECK(o.blend != BLEND_VANILLA || o.precision == PREC_FP32, "gsexp cuda rasterizer: the vanilla blend is fp32");
+  TORCH_CHECK(!o.half_blend || o.blend == BLEND_TCGS, "gsexp cuda rasterizer: half_blend applies to the tcgs blend");
+  TORCH_CHECK(o.batch == 32 || o.batch == 64 || o.batch == 128,
+              "gsexp cuda rasterizer: batch must be 32, 64 or 128, got ", o.batch);
+  TORCH_CHECK(o.intersect >= INTERSECT_AABB && o.intersect <= INTERSECT_ACCUTILE,
+              "gsexp cuda rasterizer: unknown intersect id ", o.intersect);
+  return {o.blend == BLEND_TCGS, o.g2l, o.early_cull, o.half_blend, o.precision, o.batch};
 }
 
 // Blocks take tiles longest list first, so the heavy tiles do not start in the last wave and
-// leave SMs idle at the end of the kernel (longest-processing-time-first scheduling).
-// GSEXP_TILE_ORDER=0 keeps raster order (read per call, for A/B runs in one process).
-torch::Tensor heavy_first(const torch::Tensor& ranges) {
-  const char* env = std::getenv("GSEXP_TILE_ORDER");
-  if (env && std::string(env) == "0") return torch::Tensor();
+// leave SMs idle at the end of the kernel (longest-processing-time-first scheduling). The
+// forward returns the order and the backward reuses it. Undefined: raster order.
+torch::Tensor tile_order(const torch::Tensor& ranges, bool heavy_first) {
+  if (!heavy_first) return torch::Tensor();
   auto length = ranges.select(1, 1) - ranges.select(1, 0);
   return std::get<1>(length.sort(/*stable=*/false, /*dim=*/0, /*descending=*/true)).to(torch::kInt32);
 }
 
 const int* data_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr<int>() : nullptr; }
-
-int intersect_mode(const std::string& name) {
-  if (name == "aabb") return INTERSECT_AABB;
-  if (name == "snugbox") return INTERSECT_SNUGBOX;
-  if (name == "accutile") return INTERSECT_ACCUTILE;
-  TORCH_CHECK(false, "gsexp cuda rasterizer: unknown intersect '", name, "'; available: aabb, snugbox, accutile");
-  return -1;
-}
 
 GaussianParams params(const torch::Tensor& means, const torch::Tensor& log_scales, const torch::Tensor& quats,
                       const torch::Tensor& opacity_logits, const torch::Tensor& sh) {
@@ -150,8 +145,7 @@ GaussianParams params(const torch::Tensor& means, const torch::Tensor& log_scale
 std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
     torch::Tensor means, torch::Tensor log_scales, torch::Tensor quats, torch::Tensor opacity_logits,
     torch::Tensor sh, torch::Tensor means2d, int64_t degree, std::vector<double> camera,
-    torch::Tensor background, std::string blend, std::string precision, bool g2l, bool early_cull, int64_t batch,
-    bool half_blend, std::string intersect, bool timing, std::optional<torch::Tensor> hit_counts) {
+    torch::Tensor background, const RasterOptions& options, std::optional<torch::Tensor> hit_counts) {
   const int64_t n = means.size(0);
   const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh);
   check_input(means2d, "means2d", {n, 2});
@@ -160,12 +154,11 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   TORCH_CHECK(degree >= 0 && degree <= 3 && (degree + 1) * (degree + 1) <= num_bases,
               "gsexp cuda rasterizer: sh_degree ", degree, " needs ", (degree + 1) * (degree + 1),
               " SH coefficients, the Gaussians have ", num_bases);
-  BlendFn blend_fn = find_blend(blend);
-  const TcOptions tc = tc_options(blend, precision, g2l, early_cull, batch, half_blend);
-  const int mode = intersect_mode(intersect);
+  const MatrixOptions matrix = matrix_options(options);
+  const int mode = options.intersect;
   int* hits = nullptr;
   if (hit_counts) {
-    TORCH_CHECK(blend == "vanilla", "gsexp cuda rasterizer: hit counts come from the vanilla blend, not '", blend, "'");
+    TORCH_CHECK(options.blend == BLEND_VANILLA, "gsexp cuda rasterizer: hit counts come from the vanilla blend");
     check_input(*hit_counts, "hit_counts", {n}, torch::kInt32);
     hits = hit_counts->data_ptr<int>();
   }
@@ -174,7 +167,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   auto f32 = means.options();
   auto i32 = f32.dtype(torch::kInt32);
-  StageTimer timer(timing, stream);
+  StageTimer timer(options.timing, stream);
 
   auto conic_opacity = torch::empty({n, 4}, f32);  // preprocess writes every entry
   auto colors = torch::empty({n, 3}, f32);
@@ -223,16 +216,18 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   auto image = torch::empty({3, cam.height, cam.width}, f32);
   auto final_T = torch::empty({cam.height, cam.width}, f32);
   auto n_contrib = torch::empty({cam.height, cam.width}, i32);
-  const auto order = heavy_first(ranges);
+  const auto order = tile_order(ranges, options.heavy_first);
   BlendArgs args{ranges.data_ptr<int>(), data_or_null(order), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
                  conic_opacity.data_ptr<float>(), colors.data_ptr<float>(), background.data_ptr<float>(),
-                 nullptr, cam.width, cam.height, cam.tiles_x, cam.tiles_y,
-                 image.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>(), hits, tc};
-  blend_fn(args, stream);
+                 cam.width, cam.height, cam.tiles_x, cam.tiles_y,
+                 image.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>(), hits, matrix};
+  if (options.blend == BLEND_VANILLA) launch_blend_vanilla(args, stream);
+  else launch_blend_matrix(args, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("blend");
 
-  return {{image, final_T, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges}, timer.read()};
+  return {{image, final_T, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges, order},
+          timer.read()};
 }
 
 std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
@@ -240,8 +235,8 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
     torch::Tensor sh, int64_t degree, std::vector<double> camera, torch::Tensor background,
     torch::Tensor radii, torch::Tensor means2d,
     torch::Tensor conic_opacity, torch::Tensor colors, torch::Tensor point_list, torch::Tensor ranges,
-    torch::Tensor final_T, torch::Tensor n_contrib, torch::Tensor grad_image, torch::Tensor grad_alpha,
-    bool timing) {
+    std::optional<torch::Tensor> order, torch::Tensor final_T, torch::Tensor n_contrib, torch::Tensor grad_image,
+    torch::Tensor grad_alpha, const RasterOptions& options) {
   const int64_t n = means.size(0);
   const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh);
   const Camera cam = make_camera(camera);
@@ -250,14 +245,14 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
   const c10::cuda::OptionalCUDAGuard guard(device_of(means));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   auto f32 = means.options();
-  StageTimer timer(timing, stream);
+  StageTimer timer(options.timing, stream);
 
   auto grad_means2d = torch::zeros({n, 2}, f32);
   auto grad_conic = torch::zeros({n, 3}, f32);
   auto grad_opacity = torch::zeros({n}, f32);
   auto grad_colors = torch::zeros({n, 3}, f32);
-  const auto order = heavy_first(ranges);
-  BlendBackwardArgs args{ranges.data_ptr<int>(), data_or_null(order), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
+  const torch::Tensor tiles = order ? *order : torch::Tensor();  // the forward's order
+  BlendBackwardArgs args{ranges.data_ptr<int>(), data_or_null(tiles), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
                          conic_opacity.data_ptr<float>(), colors.data_ptr<float>(),
                          background.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>(),
                          grad_image.data_ptr<float>(), grad_alpha.data_ptr<float>(),
@@ -286,8 +281,29 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  py::class_<RasterOptions>(m, "RasterOptions")
+      .def(py::init<>())
+      .def_readwrite("blend", &RasterOptions::blend)
+      .def_readwrite("precision", &RasterOptions::precision)
+      .def_readwrite("g2l", &RasterOptions::g2l)
+      .def_readwrite("early_cull", &RasterOptions::early_cull)
+      .def_readwrite("half_blend", &RasterOptions::half_blend)
+      .def_readwrite("batch", &RasterOptions::batch)
+      .def_readwrite("intersect", &RasterOptions::intersect)
+      .def_readwrite("heavy_first", &RasterOptions::heavy_first)
+      .def_readwrite("timing", &RasterOptions::timing);
+  // The ids of the option enums, so Python never restates them.
+  m.attr("blend_ids") = py::dict(py::arg("vanilla") = (int)BLEND_VANILLA, py::arg("gemm") = (int)BLEND_GEMM,
+                                 py::arg("tcgs") = (int)BLEND_TCGS);
+  m.attr("precision_ids") = py::dict(py::arg("fp32") = (int)PREC_FP32, py::arg("tf32") = (int)PREC_TF32,
+                                     py::arg("fp16") = (int)PREC_FP16);
+  m.attr("intersect_ids") = py::dict(py::arg("aabb") = (int)INTERSECT_AABB, py::arg("snugbox") = (int)INTERSECT_SNUGBOX,
+                                     py::arg("accutile") = (int)INTERSECT_ACCUTILE);
   m.def("rasterize_forward", &rasterize_forward, "gsexp: preprocess, duplicate, sort, ranges, blend");
   m.def("rasterize_backward", &rasterize_backward, "gsexp: the shared exact fp32 backward");
+  m.def("ssim_forward", &ssim_forward, "gsexp: fused SSIM (torchmetrics' window and padding), value and partials");
+  m.def("ssim_backward", &ssim_backward, "gsexp: fused SSIM's gradient w.r.t. the image");
+  m.def("fused_adam", &fused_adam, "gsexp: one Adam step for up to 8 tensors in one launch (optionally visible rows only)");
   m.attr("tile_size") = TILE_SIZE;
   m.attr("near_plane") = NEAR_PLANE;
   m.attr("cov2d_dilation") = COV2D_DILATION;

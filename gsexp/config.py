@@ -9,7 +9,8 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gsexp.render.constants import BACKENDS, BLENDS, INTERSECTS, PRECISIONS
+from gsexp.errors import ConfigError, InvalidCombination
+from gsexp.render import settings as raster_settings
 
 DATA_KINDS = ("blender", "transforms", "llff", "colmap", "synthetic")
 STRATEGIES = ("default", "mcmc", "none")
@@ -35,19 +36,6 @@ class ModelConfig:
     num_random: int = 20000
     random_radius: Optional[float] = None
     init_opacity: float = 0.1
-
-
-@dataclass
-class RasterizerConfig:
-    backend: str = "torch"
-    blend: str = "vanilla"
-    precision: str = "fp32"
-    g2l: bool = True
-    early_cull: bool = True
-    batch: int = 128      # Gaussians per pipeline stage (CUDA gemm/tcgs): 32, 64 or 128
-    half_blend: bool = False  # tcgs: T and colour in fp16 (TC-GS's code)
-    intersect: str = "aabb"   # tiles per Gaussian: aabb (3 sigma) | snugbox | accutile (the 1/255 ellipse)
-    timing: bool = False  # per-stage CUDA-event timing (logged as stage_ms/*); costs a sync per step
 
 
 @dataclass
@@ -78,7 +66,8 @@ class PathsConfig:
 class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
-    rasterizer: RasterizerConfig = field(default_factory=RasterizerConfig)
+    # A variant's settings (gsexp/render/settings.py): its `_target_` and only its own switches.
+    rasterizer: Any = field(default_factory=lambda: {"_target_": "gsexp.render.settings.TorchSettings"})
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
     compress: CompressConfig = field(default_factory=CompressConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
@@ -93,19 +82,31 @@ class TrainConfig:
     random_background: bool = False
     sh_degree_interval: int = 1000
     ssim_lambda: float = 0.2
+    sparse_adam: bool = False  # Adam moves only the Gaussians the view saw (a quality trade)
+    fused_ssim: bool = True    # on a GPU: csrc/ssim.cu instead of torchmetrics' convolutions
+    fused_adam: bool = True    # on a GPU: one launch for every parameter instead of torch's Adam per tensor
     eval_lpips: Any = "auto"
     lpips_net: str = "vgg"
 
 
-class ConfigError(ValueError):
-    """A config value that cannot work; the message names the key."""
+def force_rasterizer_switches(overrides: list[str]) -> list[str]:
+    """`rasterizer.<switch>=v` -> `++rasterizer.<switch>=v`. Each variant's file lists only its
+    own switches, so Hydra would refuse one the variant lacks before validation could name the
+    variants that have it (and, in a sweep, list that job as invalid)."""
+    return [f"++{o}" if o.startswith("rasterizer.") and "=" in o else o for o in overrides]
 
 
-class InvalidCombination(ConfigError):
-    """Settings that are each valid but cannot go together (a sweep lists these as 'invalid')."""
+def rasterizer_settings(cfg: DictConfig, sweep: bool = False) -> raster_settings.RasterSettings:
+    """The run's rasterizer settings, built from cfg.rasterizer (errors name the key).
+    sweep: a job of a multirun (see settings.from_config)."""
+    try:
+        return raster_settings.from_config(OmegaConf.to_container(cfg.rasterizer, resolve=True), sweep)
+    except ConfigError as err:
+        key = f"rasterizer.{err.key}".rstrip(".")
+        raise type(err)(f"config key '{key}': {err.problem}", key=key) from None
 
 
-def validate(cfg: DictConfig) -> DictConfig:
+def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
     """Merge into the schema (unknown keys and wrong types fail here) and check values."""
     try:
         merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), cfg)
@@ -138,33 +139,10 @@ def validate(cfg: DictConfig) -> DictConfig:
     need(len(merged.data.background) == 3, "data.background", "must be 3 values (r, g, b)")
     choice("data.kind", DATA_KINDS)
     choice("model.init", ("auto", "points", "random"))
-    choice("rasterizer.backend", BACKENDS)
-    choice("rasterizer.blend", BLENDS)
-    choice("rasterizer.precision", PRECISIONS)
-    choice("rasterizer.intersect", INTERSECTS)
-    r = merged.rasterizer
-    need(r.blend != "vanilla" or r.precision == "fp32", "rasterizer.precision",
-         "vanilla blends in fp32; reduced precision applies to rasterizer.blend=gemm or tcgs", InvalidCombination)
-    # A switch the blend ignores must stay at its default, so a sweep never runs one variant twice.
-    need(r.blend != "vanilla" or r.g2l, "rasterizer.g2l",
-         "g2l (tile-local coordinates) applies to rasterizer.blend=gemm or tcgs; vanilla has no such switch",
-         InvalidCombination)
-    need(r.blend == "tcgs" or r.early_cull, "rasterizer.early_cull",
-         f"early_cull applies to rasterizer.blend=tcgs only, not {r.blend}", InvalidCombination)
-    need(r.blend == "tcgs" or not r.half_blend, "rasterizer.half_blend",
-         f"half_blend (fp16 accumulation) applies to rasterizer.blend=tcgs only, not {r.blend}", InvalidCombination)
-    need(r.backend == "cuda" or not r.half_blend, "rasterizer.half_blend",
-         "the torch reference emulates half_blend for rendering only; train it with rasterizer=tc_gs (CUDA)")
-    need(r.batch in (32, 64, 128), "rasterizer.batch",
-         f"must be 32, 64 or 128 (Gaussians per pipeline stage), got {r.batch}")
-    need(r.backend == "cuda" or r.batch == RasterizerConfig.batch, "rasterizer.batch",
-         "batch (Gaussians per pipeline stage) applies to rasterizer.backend=cuda; the torch reference has no batches",
-         InvalidCombination)
-    need(r.blend != "vanilla" or r.batch == RasterizerConfig.batch, "rasterizer.batch",
-         "batch (Gaussians per pipeline stage) applies to rasterizer.blend=gemm or tcgs; vanilla has no such switch",
-         InvalidCombination)
-    need(merged.rasterizer.backend != "cuda" or merged.device != "cpu", "device",
-         "rasterizer.backend=cuda runs on a GPU; set device=cuda (or auto), or use rasterizer=torch on the CPU")
+    raster = rasterizer_settings(merged, sweep)
+    merged.rasterizer = {"_target_": merged.rasterizer._target_, **raster.switches()}  # as the run uses them
+    need(raster.backend != "cuda" or merged.device != "cpu", "device",
+         f"rasterizer={raster.name} runs on a GPU; set device=cuda (or auto), or use rasterizer=torch on the CPU")
     choice("strategy.name", STRATEGIES)
     choice("compress.name", COMPRESSIONS)
     if merged.compress.name != "none":

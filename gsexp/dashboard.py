@@ -7,7 +7,7 @@ Reads the sweep's results.csv (written at the end of every multirun; rebuilt fro
 folders when missing) and writes into --out (default <sweep dir>/dashboard/):
   quality_vs_speed.png  PSNR and LPIPS against render time, each variant labelled, the
                         Pareto front drawn (better quality for less time);
-  stages.png            stacked per-stage render latency per variant;
+  stages.png            stacked per-stage render latency and training-step phases per variant;
   seeds.png             PSNR / SSIM / LPIPS per variant, mean with std error bars over seeds;
   index.html            the table and the three plots (no external resources).
 """
@@ -24,7 +24,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only; never a display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from gsexp.sweep.results import by_variant, collect, columns, fmt, mean_std, read_csv, write_csv  # noqa: E402
+from gsexp.sweep.results import (by_variant, collect, columns, fmt, mean_std, read_csv, timing_columns,  # noqa: E402
+                                 write_csv)
 
 PLOTS = ("quality_vs_speed.png", "stages.png", "seeds.png")
 
@@ -42,7 +43,7 @@ def variant_means(rows: list[dict]) -> list[dict]:
         for key in ("psnr", "ssim", "lpips", "render_ms"):
             point[key], point[key + "_std"] = mean_std(r.get(key) for r in group)
         for col in columns(group):
-            if col.startswith("stage_ms/"):
+            if col.startswith(("stage_ms/", "phase_ms/")):
                 point[col] = mean_std(r.get(col) for r in group)[0]
         out.append(point)
     return out
@@ -88,19 +89,25 @@ def plot_quality_vs_speed(points: list[dict], path: Path) -> None:
 
 
 def plot_stages(points: list[dict], path: Path) -> None:
-    stages = [c for c in columns(points) if c.startswith("stage_ms/")]
-    fig, ax = plt.subplots(figsize=(8, 0.45 * max(len(points), 2) + 1.5))
-    left = [0.0] * len(points)
-    for stage in stages:
-        widths = [p.get(stage) if _finite(p.get(stage)) else 0.0 for p in points]
-        ax.barh(range(len(points)), widths, left=left, label=stage.split("/", 1)[1])
-        left = [a + b for a, b in zip(left, widths)]
-    ax.set_yticks(range(len(points)), [short(p["variant"]) for p in points], fontsize=7)
-    ax.set_xlabel("render time per view (ms, median per stage)")
-    if stages:
-        ax.legend(fontsize=8, loc="best")
-    ax.set_title("Per-stage render latency")
-    ax.grid(axis="x", alpha=0.3)
+    """Stacked bars per variant: render stages per view, and a training step's phases."""
+    panels = [(prefix, label) for prefix, label in (("stage_ms/", "render time per view (ms, median per stage)"),
+                                                    ("phase_ms/", "training step (ms, median per phase)"))
+              if any(c.startswith(prefix) for c in columns(points))] or [("stage_ms/", "render time (ms)")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(8 * len(panels), 0.45 * max(len(points), 2) + 1.5),
+                             squeeze=False)
+    for ax, (prefix, label) in zip(axes[0], panels):
+        parts = [c for c in columns(points) if c.startswith(prefix)]
+        left = [0.0] * len(points)
+        for part in parts:
+            widths = [p.get(part) if _finite(p.get(part)) else 0.0 for p in points]
+            ax.barh(range(len(points)), widths, left=left, label=part.split("/", 1)[1])
+            left = [a + b for a, b in zip(left, widths)]
+        ax.set_yticks(range(len(points)), [short(p["variant"]) for p in points], fontsize=7)
+        ax.set_xlabel(label)
+        if parts:
+            ax.legend(fontsize=8, loc="best")
+        ax.set_title("Per-stage render latency" if prefix == "stage_ms/" else "Per-phase training step")
+        ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -182,7 +189,7 @@ def rows_from_wandb(project: str, group: str) -> list[dict]:
                "seed": str(run.config.get("seed", "")), "status": s.get("status", run.state), "error": s.get("error", "")}
         for key in ("psnr", "ssim", "lpips", "size_mb", "num_gaussians", "render_ms", "train_seconds"):
             row[key] = s.get(key)
-        row.update({f"stage_ms/{k}": v for k, v in (s.get("stage_ms") or {}).items()})
+        row.update(timing_columns(s))
         rows.append(row)
     return rows
 

@@ -17,8 +17,8 @@ def shared() -> Path:
 
 @pytest.fixture(scope="session")
 def biker(shared):
-    """biker's Gaussians on the GPU and parity.scene_camera(g, width, height) (GPU tests only)."""
+    """biker's Gaussians on the GPU and core_camera(g, width, height) (GPU tests only)."""
+    from gsexp.bench.cameras import core_camera
     from gsexp.gaussians.ply import load_ply
-    from gsexp.render.cuda.parity import scene_camera
 
-    return load_ply(shared / "data/scenes/biker.compressed.ply").to("cuda"), scene_camera
+    return load_ply(shared / "data/scenes/biker.compressed.ply").to("cuda"), core_camera

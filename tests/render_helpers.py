@@ -1,4 +1,5 @@
-"""Test-only helpers: random scenes and independent, deliberately naive renderers."""
+"""Test-only helpers: random scenes, independent and deliberately naive renderers, and the
+parity figures of a rasterizer against the reference computing the same formula."""
 from __future__ import annotations
 
 import math
@@ -8,7 +9,9 @@ import torch
 
 from gsexp.gaussians import Gaussians
 from gsexp.gaussians.sh import eval_sh
-from gsexp.render.constants import NEAR_PLANE
+from gsexp.render import render
+from gsexp.render.constants import ALPHA_MAX, ALPHA_MIN, NEAR_PLANE, T_MIN, TILE_SIZE
+from gsexp.render.settings import reference_of
 from gsexp.scene.camera import Camera, look_at
 
 
@@ -34,6 +37,7 @@ def cuda_scene(seed: int, n: int, width: int, height: int, sh_degree: int):
     """random_scene with the Gaussians on the GPU (the camera stays on the host, as render() takes it)."""
     g, cam = random_scene(seed, n, width, height, sh_degree)
     return g.to("cuda"), cam
+
 
 def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), hits=None, half_state=False):
     """INRIA's algorithm written pixel by pixel in float32 numpy, independent of gsexp.render.
@@ -122,7 +126,8 @@ def dense_render64(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), tiles:
     """Independent differentiable renderer in float64: loops over Gaussians in depth order,
     vectorised over all pixels (culling and tile rectangles from the reference's preprocess).
     tiles=False: the exhaustive reference, every Gaussian in front of the camera against
-    every pixel, with the same alpha rules and no tile culling. Gaussians go in the
+    every pixel, with the same alpha rules and no tile culling (the loop form of
+    gsexp.render.reference.exhaustive). Gaussians go in the
     rasterizers' order: by float32 depth, ties in index order (biker has such ties).
 
     Returns (image [3,H,W], margin [H,W]): per pixel, how close (|log ratio|) any of its
@@ -176,48 +181,78 @@ def stable_pixels(g: Gaussians, cam: Camera, min_margin: float = 1e-4) -> torch.
         return dense_render64(g, cam)[1] > min_margin
 
 
-def exhaustive_render64(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), chunk: int = 256,
-                        depth_key: torch.Tensor | None = None):
-    """dense_render64(tiles=False) in chunks of Gaussians, for scenes too large for a loop over
-    single Gaussians (biker on a GPU): every Gaussian in front of the camera against every
-    pixel in float64, in depth order, no tiles. Returns (image [3,H,W], margin [H,W]).
-    depth_key: the float32 depths a rasterizer sorted by (its own rounding decides near-ties),
-    default the reference's."""
-    from gsexp.render.reference.preprocess import preprocess
+PARAMS = ("means", "log_scales", "quats", "opacity_logits", "sh")
+
+
+def forward_errors(g, cam, settings, background=(0.0, 0.0, 0.0)) -> dict:
+    """render(settings) against render(reference_of(settings)) on the same device: max abs
+    image / alpha difference, share of pixels within 1e-4, radii and n_contrib agreement."""
+    with torch.no_grad():
+        ref = render(g, cam, reference_of(settings), background=background)
+        out = render(g, cam, settings, background=background)
+    diff = torch.maximum((out.image - ref.image).abs().amax(0), (out.alpha - ref.alpha).abs())
+    off = torch.nonzero(diff > 1e-4)[:, [1, 0]]  # (x, y)
+    margins = decision_margins(g, cam, off[:200], settings.intersect)
+    visible = ref.radii > 0
+    return {
+        "pixels_off": len(off),  # beyond 1e-4: each must be a flipped threshold decision
+        "off_max_margin": margins.max().item() if len(margins) else 0.0,
+        "image_max_abs": diff.max().item(),
+        "alpha_max_abs": (out.alpha - ref.alpha).abs().max().item(),
+        "pixels_within_1e-4": (diff <= 1e-4).float().mean().item(),
+        "radii_equal": (out.radii == ref.radii).float().mean().item(),
+        "n_contrib_equal": (out.n_contrib == ref.n_contrib).float().mean().item(),
+        "means2d_max_abs": (out.means2d - ref.means2d).abs()[visible].max().item() if visible.any() else 0.0,
+        "visible": int(visible.sum()),
+        "pixels": diff.numel(),
+    }
+
+
+def gradient_errors(g, cam, settings, background=(0.0, 0.0, 0.0), seed: int = 0) -> dict:
+    """Relative-norm error |g_ours - g_ref| / |g_ref| per parameter and for means2d, against
+    reference_of(settings), for loss = <w, image> + <v, alpha> with random weights. Pixels
+    where the two forwards disagree (a threshold decision flipped by rounding) get zero weight."""
+    gen = torch.Generator(device=g.means.device).manual_seed(seed)
+    w_img = torch.rand(3, cam.height, cam.width, generator=gen, device=g.means.device)
+    w_alpha = torch.rand(cam.height, cam.width, generator=gen, device=g.means.device)
+    outs = []
+    for s in (reference_of(settings), settings):
+        leaves = g.map(lambda t: t.detach().clone().requires_grad_())
+        outs.append((render(leaves, cam, s, background=background), leaves))
+    (ref, _), (ours, _) = outs
+    with torch.no_grad():
+        same = ((ours.image - ref.image).abs().amax(0) <= 1e-4) & (ours.n_contrib == ref.n_contrib)
+    grads = []
+    for out, leaves in outs:
+        ((out.image * w_img * same).sum() + (out.alpha * w_alpha * same).sum()).backward()
+        grads.append({**{k: getattr(leaves, k).grad for k in PARAMS}, "means2d": out.means2d.grad})
+    errors = {k: (grads[1][k] - ref_grad).norm().item() / max(ref_grad.norm().item(), 1e-30)
+              for k, ref_grad in grads[0].items()}
+    errors["excluded_pixels"] = 1.0 - same.float().mean().item()
+    return errors
+
+
+def decision_margins(g, cam, pixels: torch.Tensor, intersect: str = "aabb") -> torch.Tensor:
+    """For pixels [P, 2] (x, y): in float64, how close (|log ratio|) any alpha of the pixel's
+    tile list came to 1/255 or its transmittance to 1e-4 before it stopped. A pixel whose
+    fp32 renders differ by more than rounding must have a margin near 0 (a decision flipped)."""
+    from gsexp.render.reference import preprocess, tile_lists
 
     with torch.no_grad():
-        proj = preprocess(g.map(lambda t: t.detach().double()), cam)
-        a, b, c = proj.conics.unbind(-1)
-        drawn = torch.nonzero((proj.depths > NEAR_PLANE) & (a * c - b * b > 0)).flatten()
-        key = proj.depths.float() if depth_key is None else depth_key.to(proj.depths.device).float()
-        order = drawn[torch.sort(key[drawn], stable=True).indices]  # the rasterizers' key, ties by index
-        dev = proj.means2d.device
-        ys, xs = torch.meshgrid(torch.arange(cam.height, dtype=torch.float64, device=dev),
-                                torch.arange(cam.width, dtype=torch.float64, device=dev), indexing="ij")
-        xs, ys = xs.reshape(-1), ys.reshape(-1)
-        T = torch.ones_like(xs)
-        done = torch.zeros_like(xs, dtype=torch.bool)
-        rgb = torch.zeros(3, len(xs), dtype=torch.float64, device=dev)
-        margin = torch.full_like(xs, math.inf)
-        for start in range(0, len(order), chunk):
-            ids = order[start:start + chunk]
-            dx, dy = proj.means2d[ids, 0, None] - xs, proj.means2d[ids, 1, None] - ys
-            power = -0.5 * (a[ids, None] * dx * dx + c[ids, None] * dy * dy) - b[ids, None] * dx * dy
-            raw = proj.opacities[ids, None] * torch.exp(power)
-            alpha = raw.clamp(max=0.99)
-            use = (power <= 0) & (alpha >= 1 / 255)
-            factor = torch.where(use, 1 - alpha, torch.ones_like(alpha))
-            after = T * torch.cumprod(factor, 0)      # T after each entry, if none stopped before it
-            before = after / factor
-            stop = use & (after < 1e-4)
-            stopped = torch.cumsum(stop.long(), 0)
-            live = ~done & (stopped - stop.long() == 0)  # the pixel still runs at this entry
-            keep = use & live & ~stop
-            near = torch.minimum((raw * 255).log().abs(), torch.where(use, (after / 1e-4).log().abs(), math.inf))
-            margin = torch.minimum(margin, torch.where(live, near, math.inf).amin(0))
-            rgb += proj.colors[ids].T @ torch.where(keep, alpha * before, torch.zeros_like(alpha))
-            T = T * torch.where(keep, factor, torch.ones_like(factor)).prod(0)
-            done = done | stop.any(0)
-        bg = torch.tensor(background, dtype=torch.float64, device=dev)[:, None]
-        image = (rgb + T * bg).reshape(3, cam.height, cam.width)
-        return image, margin.reshape(cam.height, cam.width)
+        proj = preprocess(g.map(lambda t: t.detach().double()), cam, intersect=intersect)
+        tiles = tile_lists(proj, cam.width, cam.height)
+        margins = []
+        for x, y in pixels.tolist():
+            start, end = tiles.tile_ranges[(y // TILE_SIZE) * tiles.tiles_x + x // TILE_SIZE].tolist()
+            ids = tiles.gauss_ids[start:end]
+            dx, dy = proj.means2d[ids, 0] - x, proj.means2d[ids, 1] - y
+            a, b, c = proj.conics[ids].unbind(-1)
+            power = -0.5 * (a * dx * dx + c * dy * dy) - b * dx * dy
+            raw = proj.opacities[ids] * torch.exp(power)
+            use = (power <= 0) & (raw.clamp(max=ALPHA_MAX) >= ALPHA_MIN)
+            after = torch.cumprod(torch.where(use, 1 - raw.clamp(max=ALPHA_MAX), 1.0), 0)
+            live = torch.cumsum((use & (after < T_MIN)).long(), 0) - (use & (after < T_MIN)).long() == 0
+            near_alpha = torch.where(live & (power <= 0), (raw / ALPHA_MIN).log().abs(), torch.inf)
+            near_t = torch.where(live & use, (after / T_MIN).log().abs(), torch.inf)
+            margins.append(torch.minimum(near_alpha, near_t).min() if len(ids) else torch.tensor(torch.inf))
+        return torch.stack(margins) if margins else torch.zeros(0)

@@ -8,10 +8,13 @@ import pytest
 import torch
 from PIL import Image
 
-from gsexp.bench import main, orbit_cameras, parse_rasterizer
+from gsexp.bench.cameras import orbit_cameras
+from gsexp.bench.cli import main
+from gsexp.bench.rasterizers import parse_rasterizer
 from gsexp.gaussians import save_ply
+from gsexp.render.settings import TcGsSettings, TorchSettings
 from gsexp.train.checkpoint import save_checkpoint
-from gsexp.train.params import make_params
+from gsexp.gaussians import make_params
 from render_helpers import random_scene
 
 SMALL = ["--width", "64", "--height", "48", "--num-cameras", "2", "--up", "z", "--device", "cpu",
@@ -36,7 +39,8 @@ def test_two_torch_rasterizers(scene, tmp_path, capsys):
     rows = data["rasterizers"]
     assert [r["name"] for r in rows] == ["torch", "torch"]
     for r in rows:
-        assert set(r["stages"]) >= {"preprocess", "duplicate", "sort", "blend"}
+        assert set(r["stages"]) == {"preprocess", "duplicate", "sort", "ranges", "blend"}
+        assert r["settings"]["variant"] == "torch" and r["settings"]["blend"] == "vanilla"
         assert all(s["median"] > 0 and s["p90"] >= s["median"] for s in r["stages"].values())
         assert r["e2e"]["median"] > 0 and r["frames"] == 4  # 2 cameras x 2 frames
     assert rows[0]["psnr"] is None  # the reference row
@@ -51,10 +55,10 @@ def test_two_torch_rasterizers(scene, tmp_path, capsys):
 
 def test_rounds_interleave_and_gather_frames(scene, monkeypatch):
     """--rounds runs the whole set again in turn (A B, A B) and every round's frames count."""
-    import gsexp.bench as bench
+    from gsexp.bench import timing
 
-    order, real = [], bench.bench_one
-    monkeypatch.setattr(bench, "bench_one", lambda r, *a, **k: order.append(r.name) or real(r, *a, **k))
+    order, real = [], timing.bench_one
+    monkeypatch.setattr(timing, "bench_one", lambda r, *a, **k: order.append(r.name) or real(r, *a, **k))
     _, ply = scene
     report = main(["--ply", str(ply), "--rasterizers", "torch,torch:precision=fp32", "--rounds", "3",
                    *SMALL, *TIMED])
@@ -98,18 +102,38 @@ def test_missing_input_names_flag_and_path(tmp_path, capsys, flag):
 
 def test_bad_rasterizer_spec_fails_naming_it(scene, capsys):
     _, ply = scene
-    for spec in ("torch:vanilla:colour=red", "nosuch", "torch:nosuchblend"):
+    cases = {"torch:colour=red": "no switch 'colour'", "nosuch": "unknown rasterizer",
+             "torch:blend=nosuch": "not one of", "torch:tcgs": "key=value",
+             "torch:precision=fp16": "precision",  # vanilla's blend is fp32
+             "vanilla:precision=fp16": "gemm_gs, tc_gs",  # the variants that have the switch
+             "tc_gs": "needs --device cuda", "gsplat": "needs --device cuda"}
+    for spec, problem in cases.items():
         with pytest.raises(SystemExit):
             main(["--ply", str(ply), "--rasterizers", spec, *SMALL, *ONCE])
-        assert spec in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert spec in err and problem in err, (spec, err)
 
 
 def test_parse_rasterizer():
-    assert parse_rasterizer("torch") == ("torch", {})
-    assert parse_rasterizer("torch:tcgs:precision=fp16:g2l=false:sh_degree=0") == \
-        ("torch", {"blend": "tcgs", "precision": "fp16", "g2l": False, "sh_degree": 0})
+    assert parse_rasterizer("torch").settings == TorchSettings()
+    spec = parse_rasterizer("torch:blend=tcgs:precision=fp16:g2l=false:sh_degree=0")
+    assert spec.settings == TorchSettings(blend="tcgs", precision="fp16", g2l=False) and spec.sh_degree == 0
+    assert spec.record() == {"variant": "torch", "backend": "torch", **spec.settings.switches(), "sh_degree": 0}
+    spec = parse_rasterizer("tc_gs:intersect=accutile:batch=64")
+    assert spec.settings == TcGsSettings(intersect="accutile", batch=64) and spec.sh_degree is None
+    assert parse_rasterizer("gsplat").settings is None
     with pytest.raises(ValueError, match="key=value"):
-        parse_rasterizer("torch:gemm:fp16")
+        parse_rasterizer("torch:blend=gemm:fp16")
+    with pytest.raises(ValueError, match="true or false"):
+        parse_rasterizer("tc_gs:g2l=1")
+
+
+def test_sh_degree_spec_renders_fewer_bands(scene):
+    _, ply = scene
+    report = main(["--ply", str(ply), "--rasterizers", "torch,torch:sh_degree=0", *SMALL, *ONCE])
+    rows = report["rasterizers"]
+    assert rows[1]["settings"]["sh_degree"] == 0 and "sh_degree" not in rows[0]["settings"]
+    assert rows[1]["psnr"] != "inf" and rows[1]["psnr"] < 100  # degree 1 -> 0 changes the colours
 
 
 def test_orbit_frames_the_scene():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from gsexp.compress.significance import hit_counts, significance
-from gsexp.compress.vq import kmeans
+from gsexp.compress.kmeans import kmeans
 from render_helpers import naive_render, random_scene
 
 
@@ -154,7 +154,8 @@ def test_vq_at_a_step_holds_the_quantised_rows_through_adam():
     while the rest trains. finalize stores exactly those codes."""
     from gsexp.compress import VQ_CODE, make_compression
     from gsexp.compress import format as fmt
-    from gsexp.train.params import make_optimizers, make_params
+    from gsexp.gaussians.params import make_params
+    from gsexp.train.params import make_optimizers
 
     g, cam = random_scene(3, n=400, width=48, height=40, sh_degree=2)
     params = {k: torch.nn.Parameter(v) for k, v in make_params(g).items()}

@@ -26,6 +26,13 @@ def test_extension_compiles_and_mirrors_the_constants():
     assert ext.tile_size == constants.TILE_SIZE
     for name in ("near_plane", "cov2d_dilation", "fov_clamp", "alpha_max", "alpha_min", "log_alpha_min", "t_min"):
         assert getattr(ext, name) == pytest.approx(getattr(constants, name.upper()), rel=1e-6), name
+    # Every option a settings object can hold has an id in the kernels' RasterOptions.
+    assert set(ext.blend_ids) == set(constants.BLENDS)
+    assert set(ext.precision_ids) == set(constants.PRECISIONS)
+    assert set(ext.intersect_ids) == set(constants.INTERSECTS)
+    o = ext.RasterOptions()
+    assert (o.blend, o.intersect, o.heavy_first, o.timing) == (ext.blend_ids["vanilla"], ext.intersect_ids["aabb"],
+                                                               True, False)
 
 
 def test_flags_target_hopper_with_portable_ptx():
@@ -42,8 +49,8 @@ def test_cpu_tensors_get_an_error_naming_the_fallback():
         render(g, cam, backend="cuda")
 
 
-@pytest.mark.parametrize("kw,match", [({"blend": "tcgs", "batch": 48}, "batch must be one of"),
-                                      ({"precision": "fp16"}, "runs in fp32")])
+@pytest.mark.parametrize("kw,match", [({"blend": "tcgs", "batch": 48}, "batch: 48 is not one of 32, 64, 128"),
+                                      ({"precision": "fp16"}, "vanilla has no switch 'precision'")])
 def test_unsupported_cuda_options_say_so(kw, match):
     from render_helpers import random_scene
 
@@ -65,7 +72,8 @@ def test_missing_nvcc_names_the_fallback(monkeypatch):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only path")
 def test_cuda_rasterizer_config_on_cpu_fails_before_work():
-    from gsexp.train.recipe import pick_device
+    from gsexp.render import make_settings
+    from gsexp.train.setup import pick_device
 
     with pytest.raises(ValueError, match="rasterizer=torch"):
-        pick_device("auto", "cuda")
+        pick_device("auto", make_settings("vanilla"))

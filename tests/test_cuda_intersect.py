@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from gsexp.metrics import psnr
-from gsexp.render import render
-from render_helpers import cuda_scene, exhaustive_render64
+from gsexp.render import make_settings, render
+from gsexp.render.reference.exhaustive import exhaustive_render64
+from render_helpers import cuda_scene, forward_errors, gradient_errors
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -19,14 +20,12 @@ BACKGROUND = (0.2, 0.5, 0.9)
 @pytest.mark.parametrize("intersect", TIGHT)
 @pytest.mark.parametrize("scene", SCENES)
 def test_forward_and_gradients_match_the_reference(scene, intersect):
-    from gsexp.render.cuda.parity import forward_errors, gradient_errors
-
     g, cam = cuda_scene(*scene)
-    e = forward_errors(g, cam, background=BACKGROUND, intersect=intersect)
+    e = forward_errors(g, cam, make_settings("vanilla", intersect=intersect), background=BACKGROUND)
     print(scene, intersect, e)
     assert e["pixels_off"] <= 2e-4 * e["pixels"] and e["off_max_margin"] < 1e-3, e
     assert e["radii_equal"] > 0.999, e  # a box edge may fall the other way in torch's log vs __logf
-    grad = gradient_errors(g, cam, background=BACKGROUND, intersect=intersect)
+    grad = gradient_errors(g, cam, make_settings("vanilla", intersect=intersect), background=BACKGROUND)
     print(grad)
     for k, v in grad.items():
         if k != "excluded_pixels":

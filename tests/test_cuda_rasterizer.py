@@ -5,8 +5,8 @@ norm per parameter, pixels on termination boundaries excluded from the gradient 
 import pytest
 import torch
 
-from gsexp.render import render
-from render_helpers import cuda_scene
+from gsexp.render import make_settings, render
+from render_helpers import cuda_scene, forward_errors, gradient_errors
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -21,9 +21,7 @@ BACKGROUND = (0.2, 0.5, 0.9)
 
 @pytest.mark.parametrize("scene", SCENES)
 def test_forward_matches_reference(scene):
-    from gsexp.render.cuda.parity import forward_errors
-
-    e = forward_errors(*cuda_scene(*scene), background=BACKGROUND)
+    e = forward_errors(*cuda_scene(*scene), make_settings("vanilla"), background=BACKGROUND)
     print(scene, e)
     assert e["radii_equal"] == 1.0
     assert e["means2d_max_abs"] < 1e-3
@@ -40,9 +38,7 @@ def assert_within_bound(e):
 
 @pytest.mark.parametrize("scene", SCENES)
 def test_gradients_match_reference(scene):
-    from gsexp.render.cuda.parity import gradient_errors
-
-    e = gradient_errors(*cuda_scene(*scene), background=BACKGROUND)
+    e = gradient_errors(*cuda_scene(*scene), make_settings("vanilla"), background=BACKGROUND)
     print(scene, e)
     assert e["excluded_pixels"] < 1e-3
     for k, v in e.items():
@@ -52,20 +48,16 @@ def test_gradients_match_reference(scene):
 
 @pytest.mark.parametrize("size", [(1920, 1080), (640, 360)])
 def test_biker_forward_matches_reference(biker, size):
-    from gsexp.render.cuda.parity import forward_errors
-
     g, make_camera = biker
-    e = forward_errors(g, make_camera(g, *size))
+    e = forward_errors(g, make_camera(g, *size), make_settings("vanilla"))
     print(size, e)
     assert e["visible"] > 50_000
     assert_within_bound(e)
 
 
 def test_biker_gradients_match_reference(biker):
-    from gsexp.render.cuda.parity import gradient_errors
-
     g, make_camera = biker
-    e = gradient_errors(g, make_camera(g, 480, 270))
+    e = gradient_errors(g, make_camera(g, 480, 270), make_settings("vanilla"))
     print(e)
     for k, v in e.items():
         if k != "excluded_pixels":
@@ -76,27 +68,25 @@ def test_biker_gradients_match_reference(biker):
 def test_hit_counts_match_reference(scene):
     """LightGaussian's hit counts from the CUDA blend: the reference's, up to the few pixels
     whose threshold decisions rounding flips (see assert_within_bound)."""
-    from gsexp.compress.significance import reference_hit_counts
-    from gsexp.render.cuda import hit_counts
+    from gsexp.render import hit_counts, make_settings
 
     g, cam = cuda_scene(*scene)
-    ours, ref = hit_counts(g, cam), reference_hit_counts(g, cam)
+    ours, ref = hit_counts(g, cam, make_settings("vanilla")), hit_counts(g, cam, make_settings("torch"))
     assert ours.shape == ref.shape and ref.sum() > 0
     diff = (ours - ref).abs()
     assert diff.sum() <= 2e-4 * cam.width * cam.height + 2, (diff.sum().item(), ref.sum().item())
 
 
 @pytest.mark.parametrize("settings", [{}, {"blend": "gemm", "precision": "fp16"}, {"blend": "tcgs", "precision": "fp16"}])
-def test_tile_order_moves_work_not_results(monkeypatch, settings):
-    """Blocks take tiles longest list first by default (GSEXP_TILE_ORDER=0: raster order):
+def test_tile_order_moves_work_not_results(settings):
+    """Blocks take tiles longest list first by default (tile_order="raster": raster order):
     every pixel's result is the same bit for bit, the gradients up to atomics' summation order."""
     g, cam = cuda_scene(*SCENES[3])
     g = g.map(lambda t: t.requires_grad_())
     weights = torch.rand(3, cam.height, cam.width, device="cuda", generator=torch.Generator("cuda").manual_seed(0))
     runs = []
-    for order in ("1", "0"):
-        monkeypatch.setenv("GSEXP_TILE_ORDER", order)
-        out = render(g, cam, backend="cuda", background=BACKGROUND, **settings)
+    for order in ("heavy_first", "raster"):
+        out = render(g, cam, backend="cuda", background=BACKGROUND, tile_order=order, **settings)
         grads = torch.autograd.grad((out.image * weights).sum(), [g.means, g.log_scales, g.opacity_logits, g.sh])
         runs.append((out.image.detach(), out.alpha.detach(), out.n_contrib, grads))
     (image, alpha, n_contrib, grads), (image0, alpha0, n_contrib0, grads0) = runs

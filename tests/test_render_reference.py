@@ -45,7 +45,7 @@ def test_half_blend_matches_naive_loop_with_fp16_state(seed):
 
 def test_half_blend_rules():
     g, cam = random_scene(0)
-    with pytest.raises(ValueError, match="applies to blend='tcgs'"):
+    with pytest.raises(ValueError, match="applies to blend=tcgs only"):
         render(g, cam, blend="gemm", half_blend=True)
     with pytest.raises(ValueError, match="rendering only"):
         render(g.map(lambda t: t.requires_grad_()), cam, blend="tcgs", half_blend=True)
@@ -145,10 +145,11 @@ def test_sh_basis_is_orthonormal():
 
 
 @pytest.mark.parametrize("kw,match", [
-    ({"blend": "fast"}, "unknown blend 'fast'"),
-    ({"blend": "tcgs", "precision": "bf16"}, "unknown precision 'bf16'"),
-    ({"precision": "fp16"}, "applies to blend='gemm' or 'tcgs'"),
-    ({"backend": "vulkan"}, "unknown backend 'vulkan'"),
+    ({"blend": "fast"}, "rasterizer.blend: 'fast' is not one of vanilla, gemm, tcgs"),
+    ({"blend": "tcgs", "precision": "bf16"}, "rasterizer.precision: 'bf16' is not one of"),
+    ({"precision": "fp16"}, "applies to blend=gemm or tcgs"),
+    ({"backend": "vulkan"}, "backend must be torch or cuda"),
+    ({"backend": "cuda", "g2l": False}, "vanilla has no switch 'g2l' \\(it is a switch of torch, gemm_gs, tc_gs\\)"),
     ({"background": (1, 1)}, "background must be 3 values"),
 ])
 def test_bad_render_arguments(kw, match):
@@ -173,3 +174,29 @@ def test_reference_runs_on_cuda_like_on_cpu(blend):
         a = render(g, cam, blend="tcgs", precision="fp16").image
         b = render(g.to("cuda"), cam, blend="tcgs", precision="fp16").image.cpu()
     assert psnr(a, b) > 60.0
+
+
+def test_both_backends_share_stage_names_and_the_screen_space_gradient():
+    """The reference reports the CUDA backend's stages (backward after one) and its means2d
+    keeps .grad without the caller asking, as the CUDA backend's leaf does."""
+    from gsexp.render import STAGES, make_settings
+
+    g, cam = random_scene(0)
+    g = g.map(lambda t: t.requires_grad_())
+    out = render(g, cam, make_settings("torch", timing=True))
+    assert set(out.stage_ms) == set(STAGES) - {"backward"}
+    out.image.sum().backward()
+    assert set(out.stage_ms) == set(STAGES) and all(v >= 0 for v in out.stage_ms.values())
+    assert out.means2d.grad is not None and out.means2d.grad.shape == (len(g), 2)
+    assert render(g, cam, make_settings("torch")).stage_ms == {}  # timing is opt-in
+
+
+def test_render_takes_settings_or_keywords_not_both():
+    from gsexp.render import make_settings
+
+    g, cam = random_scene(0, n=5)
+    a = render(g, cam, make_settings("torch", blend="gemm")).image
+    b = render(g, cam, blend="gemm").image
+    assert torch.equal(a, b)
+    with pytest.raises(TypeError, match="in the settings object"):
+        render(g, cam, make_settings("torch"), blend="gemm")

@@ -6,9 +6,11 @@ import pytest
 import torch
 
 from gsexp.render import render
-from gsexp.render.reference.preprocess import covariance_3d
-from gsexp.train.params import make_optimizers, make_params, to_gaussians
-from gsexp.train.strategy import DefaultStrategy, MCMCStrategy, NoStrategy, Strategy, make_strategy, ops
+from gsexp.gaussians import surgery
+from gsexp.gaussians.geometry import covariance_3d
+from gsexp.gaussians.params import make_params, to_gaussians
+from gsexp.train.params import make_optimizers
+from gsexp.train.strategy import DefaultStrategy, MCMCStrategy, NoStrategy, Strategy, make_strategy
 from render_helpers import random_scene
 
 SH = 1
@@ -53,7 +55,7 @@ def no_visible_grad(n):
     return SimpleNamespace(means2d=torch.zeros(n, 2, requires_grad=True), radii=torch.zeros(n, dtype=torch.int32))
 
 
-# --- ops --------------------------------------------------------------------------------------
+# --- surgery ----------------------------------------------------------------------------------
 
 def test_duplicate_copies_rows_with_fresh_adam_state():
     params, opts, _, _ = setup()
@@ -61,7 +63,7 @@ def test_duplicate_copies_rows_with_fresh_adam_state():
     mask[[3, 7, 50]] = True
     means, avg = params["means"].detach().clone(), opts["means"].state[params["means"]]["exp_avg"].clone()
     state = {"grad2d": torch.arange(100.0), "k": 5}
-    ops.duplicate(params, opts, mask, state)
+    surgery.duplicate(params, opts, mask, state)
     assert_aligned(params, opts)
     assert params["means"].shape[0] == 103 and state["grad2d"].shape == (103,) and state["k"] == 5
     assert torch.equal(params["means"][100:], means[mask])
@@ -76,7 +78,7 @@ def test_remove_drops_rows():
     params, opts, _, _ = setup()
     mask = torch.rand(100) < 0.3
     sq = opts["quats"].state[params["quats"]]["exp_avg_sq"].clone()
-    ops.remove(params, opts, mask)
+    surgery.remove(params, opts, mask)
     assert_aligned(params, opts)
     assert params["quats"].shape[0] == int((~mask).sum())
     assert torch.equal(opts["quats"].state[params["quats"]]["exp_avg_sq"], sq[~mask])
@@ -85,8 +87,8 @@ def test_remove_drops_rows():
 
 def test_surgery_on_fresh_optimizer():
     params, opts, _, _ = setup(step=False)
-    ops.duplicate(params, opts, torch.arange(100) < 10)
-    ops.split(params, opts, torch.arange(110) < 5)
+    surgery.duplicate(params, opts, torch.arange(100) < 10)
+    surgery.split(params, opts, torch.arange(110) < 5)
     assert params["means"].shape[0] == 115 and not opts["means"].state
     optimizer_step_runs(params, opts)
     assert_aligned(params, opts)
@@ -97,7 +99,7 @@ def test_split_children():
     mask = torch.zeros(100, dtype=torch.bool)
     mask[10] = True
     orig = {k: v.detach()[10].clone() for k, v in params.items()}
-    ops.split(params, opts, mask, n=2)
+    surgery.split(params, opts, mask, n=2)
     assert_aligned(params, opts)
     assert params["means"].shape[0] == 101
     assert torch.allclose(params["log_scales"][-2:].exp(), (orig["log_scales"].exp() / 1.6).expand(2, 3))
@@ -107,7 +109,7 @@ def test_split_children():
 
     # Many children of one parent: sample mean at the parent's mean, spread = its covariance.
     big = {k: torch.nn.Parameter(v[None].repeat(20000, *([1] * v.dim()))) for k, v in orig.items()}
-    ops.split(big, {}, torch.ones(20000, dtype=torch.bool), n=2)
+    surgery.split(big, {}, torch.ones(20000, dtype=torch.bool), n=2)
     offsets = big["means"].detach() - orig["means"]
     scale = orig["log_scales"].exp()
     assert offsets.mean(0).abs().max() < 0.05 * scale.max()
@@ -117,7 +119,7 @@ def test_split_children():
 
 def test_reset_opacity():
     params, opts, _, _ = setup()
-    ops.reset_opacity(params, opts, 0.01)
+    surgery.reset_opacity(params, opts, 0.01)
     assert torch.sigmoid(params["opacity_logits"]).max() <= 0.01 + 1e-6
     st = opts["opacity_logits"].state[params["opacity_logits"]]
     assert torch.all(st["exp_avg"] == 0) and torch.all(st["exp_avg_sq"] == 0)
@@ -127,7 +129,7 @@ def test_reset_opacity():
 def test_relocation_formula():
     o = torch.tensor([0.3, 0.9, 0.05, 0.99])
     for copies in (1, 2, 5, 20):
-        new_o, factor = ops.relocation_adjustment(o, torch.full((4,), copies))
+        new_o, factor = surgery.relocation_adjustment(o, torch.full((4,), copies))
         assert torch.allclose(1 - (1 - new_o) ** copies, o, atol=1e-5)  # same peak alpha
         # Same integrated alpha along a line: stack `copies` Gaussians of scale factor * s.
         x = torch.linspace(-12, 12, 4001, dtype=torch.float64)

@@ -206,7 +206,7 @@ def test_sweep_lists_failed_and_invalid_jobs(tmp_path):
                       "data.options.num_points=200 rasterizer.blend=vanilla": "invalid",
                       "data.options.num_points=200 rasterizer.blend=tcgs": "ok"}
     md = (sweep_dir_of(tmp_path) / "results.md").read_text()
-    assert "no SfM points" in md and "vanilla blends in fp32" in md
+    assert "no SfM points" in md and "the vanilla formula is fp32" in md
 
 
 @pytest.mark.parametrize("launcher", ["gpus", "slurm", "joblib", "submitit_local"])

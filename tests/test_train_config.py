@@ -5,7 +5,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from gsexp.config import ConfigError, validate
+from gsexp.config import ConfigError, force_rasterizer_switches, validate
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 OmegaConf.register_new_resolver("gsexp_run_name", lambda s: s or "default", replace=True)
@@ -23,7 +23,7 @@ def data_paths(shared: Path, tmp: Path) -> dict:
 
 def compose_train(overrides, hydra: bool = False):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("train", overrides=overrides, return_hydra_config=hydra)
+        return compose("train", overrides=force_rasterizer_switches(overrides), return_hydra_config=hydra)
 
 
 @pytest.mark.parametrize("group", ["data", "model", "rasterizer", "strategy", "compress", "logger", "paths"])
@@ -71,3 +71,33 @@ def test_misspelled_key_and_option_fail_at_composition():
         compose_train(["iteraions=5"])
     with pytest.raises(Exception, match="blendr"):
         compose_train(["data=blendr"])
+
+
+def test_a_switch_the_variant_lacks_names_the_variants_that_have_it():
+    with pytest.raises(ConfigError, match="'rasterizer.g2l': vanilla has no switch 'g2l' "
+                                          r"\(it is a switch of torch, gemm_gs, tc_gs\)"):
+        validate(compose_train(["rasterizer=vanilla", "rasterizer.g2l=false"]))
+    cfg = validate(compose_train(["rasterizer=tc_gs", "rasterizer.g2l=false"]))  # tc_gs has it
+    assert cfg.rasterizer.g2l is False and cfg.rasterizer._target_.endswith("TcGsSettings")
+
+
+def test_in_a_sweep_a_switch_the_variant_lacks_runs_once():
+    """vanilla x precision: the fp32 cell runs (vanilla is fp32), the others are invalid."""
+    from gsexp.errors import InvalidCombination
+
+    cfg = validate(compose_train(["rasterizer=vanilla", "rasterizer.precision=fp32"]), sweep=True)
+    assert "precision" not in cfg.rasterizer
+    with pytest.raises(InvalidCombination, match="'rasterizer.precision'"):
+        validate(compose_train(["rasterizer=vanilla", "rasterizer.precision=fp16"]), sweep=True)
+    with pytest.raises(InvalidCombination, match="'rasterizer.precision'"):
+        validate(compose_train(["rasterizer=vanilla", "rasterizer.precision=fp32"]))  # outside sweeps: strict
+
+
+def test_each_rasterizer_file_lists_only_its_variants_switches():
+    import dataclasses
+
+    from gsexp.render.settings import VARIANTS
+
+    for name, cls in VARIANTS.items():
+        keys = set(OmegaConf.load(CONF / "rasterizer" / f"{name}.yaml")) - {"_target_"}
+        assert keys == {f.name for f in dataclasses.fields(cls)}, name

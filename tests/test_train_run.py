@@ -76,12 +76,17 @@ def test_single_run_writes_the_run_dir(tmp_path):
                 "stage_ms", "overrides", "status"):
         assert key in summary, key
     assert summary["status"] == "ok" and summary["iterations"] == 20 and summary["psnr"] > 5
-    assert set(summary["stage_ms"]) == {"preprocess", "duplicate", "sort", "blend"}
+    assert set(summary["stage_ms"]) == {"preprocess", "duplicate", "sort", "ranges", "blend"}  # as CUDA
     assert (run_dir / "point_cloud.ply").is_file() and (run_dir / "metrics.jsonl").is_file()
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.pt")) == ["step_000010.pt", "step_000020.pt"]
     assert list((run_dir / "renders").glob("test_*.png"))
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert any("train/loss" in x for x in lines) and any("eval/psnr" in x for x in lines)
+    phases = ("render", "loss", "backward", "densify", "optimizer")
+    logged = [x for x in lines if "train/loss" in x]
+    assert all(f"train/phase_ms/{p}" in x for x in logged for p in phases)  # a CPU run reads them at once
+    assert set(summary["phase_ms"]) == set(phases) and all(v >= 0 for v in summary["phase_ms"].values())
+    assert summary["phase_ms"]["render"] > 0 and summary["phase_ms"]["backward"] > 0
 
 
 def test_multirun_two_values_and_a_failing_job(tmp_path):

@@ -24,7 +24,7 @@ import torch
 
 from gsexp.gaussians import Gaussians, load_ply
 from gsexp.paths import shared_dir
-from gsexp.render import render
+from gsexp.render import make_settings, render
 from gsexp.scene import framing_camera, load_scene
 
 HERE = Path(__file__).resolve().parent
@@ -49,7 +49,8 @@ def measure(name, g, cam, repeats):
         x = g.detach().requires_grad_()
         render(x, cam).image.sum().backward()
 
-    out = forward()
+    with torch.no_grad():  # the stage times from a render of their own (timing syncs per stage)
+        out = render(g, cam, make_settings("torch", timing=True))
     row = dict(case=name, gaussians=len(g), width=cam.width, height=cam.height,
                mean_contributors_scanned=round(out.n_contrib.float().mean().item(), 1),
                forward_s=round(timed(forward, repeats), 3),

@@ -17,7 +17,7 @@ import torch
 from gsexp.gaussians import load_ply
 from gsexp.metrics import psnr
 from gsexp.paths import shared_dir
-from gsexp.render import render
+from gsexp.render import make_settings, render
 from gsexp.scene import framing_camera
 
 HERE = Path(__file__).resolve().parent
@@ -39,7 +39,8 @@ def main():
             for precision in ("fp32", "tf32", "fp16"):
                 for g2l in (True, False):
                     start = time.perf_counter()
-                    img = render(g, cam, blend=blend, precision=precision, g2l=g2l).image
+                    settings = make_settings("torch", blend=blend, precision=precision, g2l=g2l)
+                    img = render(g, cam, settings).image
                     rows.append(dict(size=size, blend=blend, precision=precision, g2l=g2l,
                                      psnr_db=round(psnr(img, ref).item(), 2),
                                      max_abs_err=float((img - ref).abs().max()),

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import torch
 
-from gsexp.bench import gsexp_rasterizer, orbit_cameras, parse_up
+from gsexp.bench.cameras import orbit_cameras, parse_up
+from gsexp.bench.rasterizers import gsexp_rasterizer
 from gsexp.gaussians import load_ply
 
-SPECS = "cuda,cuda:gemm:precision=fp16,cuda:tcgs:precision=fp16,cuda:tcgs:precision=tf32"
+SPECS = "vanilla,gemm_gs:precision=fp16,tc_gs:precision=fp16,tc_gs:precision=tf32"
 
 
 def main() -> None:

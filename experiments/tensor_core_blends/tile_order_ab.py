@@ -1,5 +1,5 @@
 """A/B of the blend's tile order in one process: longest list first (the default) against
-raster order (GSEXP_TILE_ORDER=0), interleaved frame by frame on biker orbit views.
+raster order (the setting tile_order=raster), interleaved frame by frame on biker orbit views.
 
     python experiments/tensor_core_blends/tile_order_ab.py --ply <biker.ply> [--scales 1,2] [--json out.json]
 
@@ -10,38 +10,37 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from gsexp.bench import gsexp_rasterizer, orbit_cameras, parse_up, timed
+from gsexp.bench.cameras import orbit_cameras, parse_up
+from gsexp.bench.rasterizers import gsexp_rasterizer
+from gsexp.bench.timing import timed
 from gsexp.gaussians import load_ply
 
-SPECS = "cuda,cuda:gemm:precision=fp16,cuda:tcgs:precision=fp16"
-ORDERS = {"heavy_first": "1", "raster": "0"}
+SPECS = "vanilla,gemm_gs:precision=fp16,tc_gs:precision=fp16"
+ORDERS = ("heavy_first", "raster")
 
 
-def measure(r, cams, frames: int) -> dict:
+def measure(spec: str, g, cams, frames: int) -> dict:
     """Median blend and end-to-end ms per order, frames interleaved; max image difference."""
+    rasts = {order: gsexp_rasterizer(f"{spec}:tile_order={order}", g, (0.0, 0.0, 0.0)) for order in ORDERS}
     blend = {k: [] for k in ORDERS}
     e2e = {k: [] for k in ORDERS}
     diff = 0.0
     for cam in cams:
         first = {}
-        for order, flag in ORDERS.items():  # warm-up, and the images to compare
-            os.environ["GSEXP_TILE_ORDER"] = flag
+        for order, r in rasts.items():  # warm-up, and the images to compare
             for _ in range(3):
                 first[order] = r.render(cam, False)[0]
         diff = max(diff, (first["heavy_first"] - first["raster"]).abs().max().item())
         for _ in range(frames):
-            for order, flag in ORDERS.items():
-                os.environ["GSEXP_TILE_ORDER"] = flag
+            for order, r in rasts.items():
                 _, ms = timed(lambda: r.render(cam, False), torch.device("cuda"))
                 e2e[order].append(ms)
                 blend[order].append(r.render(cam, True)[1]["blend"])
-    os.environ.pop("GSEXP_TILE_ORDER")
     return {"blend_ms": {k: float(np.median(v)) for k, v in blend.items()},
             "e2e_ms": {k: float(np.median(v)) for k, v in e2e.items()}, "max_image_diff": diff}
 
@@ -62,7 +61,7 @@ def main() -> None:
             cams, _ = orbit_cameras(g.means, 8, w, h, up=parse_up("-y"), fov_deg=50.0)
             cams = [c.to("cuda") for c in cams]
             for spec in args.rasterizers.split(","):
-                m = measure(gsexp_rasterizer(spec, g, (0.0, 0.0, 0.0)), cams, args.frames)
+                m = measure(spec, g, cams, args.frames)
                 rows.append({"rasterizer": spec, "resolution": f"{w}x{h}", **m})
     print(f"{'rasterizer':34s} {'size':>9s} {'blend heavy':>11s} {'blend raster':>12s} {'ratio':>6s} "
           f"{'e2e heavy':>9s} {'e2e raster':>10s} {'ratio':>6s} {'img diff':>8s}")

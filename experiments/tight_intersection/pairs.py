@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from gsexp.bench import orbit_cameras, parse_up
+from gsexp.bench.cameras import orbit_cameras, parse_up
 from gsexp.gaussians import load_ply
 from gsexp.render.constants import INTERSECTS
 from gsexp.render.reference import duplicate, preprocess

@@ -12,9 +12,10 @@ from pathlib import Path
 import torch
 
 from gsexp import metrics
-from gsexp.bench import load_checkpoint_gaussians
+from gsexp.bench.models import load_checkpoint_gaussians
+from gsexp.bench.peers import gsplat_render
 from gsexp.gaussians import Gaussians
-from gsexp.render import render
+from gsexp.render import make_settings, render
 from gsexp.scene.blender import load_blender
 
 
@@ -24,8 +25,6 @@ def main() -> None:
     p.add_argument("--checkpoint", type=Path)
     p.add_argument("--views", type=int, default=4)
     args = p.parse_args()
-    import gsplat
-
     scene = load_blender(args.data, splits={"train": ("train",), "test": ("train",)}, test_stride=100)
     if args.checkpoint:
         g0 = load_checkpoint_gaussians(args.checkpoint)
@@ -33,23 +32,18 @@ def main() -> None:
         gen = torch.Generator().manual_seed(0)
         g0 = Gaussians.random(100_000, (0.0, 0.0, 0.0), 0.3 * scene.extent, sh_degree=3, generator=gen)
     g0 = g0.to("cuda")
-    bg = torch.tensor(scene.background, device="cuda")
     for v in range(args.views):
         cam, target = scene.train_cameras[v], scene.train_images[v].cuda()
         grads = {}
         for name in ("ours", "gsplat"):
             g = g0.map(lambda t: t.detach().clone().requires_grad_())
             if name == "ours":
-                out = render(g, cam, backend="cuda", background=tuple(scene.background))
+                out = render(g, cam, make_settings("vanilla"), background=tuple(scene.background))
                 image, m2d = out.image, out.means2d
-            else:
-                k = torch.tensor([[cam.fx, 0, cam.cx], [0, cam.fy, cam.cy], [0, 0, 1.0]], device="cuda")
-                colors, alphas, meta = gsplat.rasterization(
-                    g.means, g.quats, g.scales, g.opacities, g.sh, cam.world_to_camera.cuda()[None], k[None],
-                    cam.width, cam.height, sh_degree=g.sh_degree, near_plane=0.2, packed=False)
-                meta["means2d"].retain_grad()
-                image = (colors[0] + (1 - alphas[0]) * bg).permute(2, 0, 1)
+            else:  # packed=False: means2d [1, N, 2], one row per Gaussian as ours
+                image, _, meta = gsplat_render(g, cam, tuple(scene.background), packed=False)
                 m2d = meta["means2d"]
+                m2d.retain_grad()
             loss = 0.8 * (image - target).abs().mean() + 0.2 * (1 - metrics.ssim(image, target))
             loss.backward()
             grads[name] = (m2d.grad.reshape(-1, 2) * torch.tensor([cam.width / 2, cam.height / 2],

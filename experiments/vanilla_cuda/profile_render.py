@@ -14,7 +14,10 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from gsexp.bench import gsexp_rasterizer, gsplat_rasterizer, orbit_cameras, parse_up, timed
+from gsexp.bench.cameras import orbit_cameras, parse_up
+from gsexp.bench.peers import gsplat_rasterizer
+from gsexp.bench.rasterizers import gsexp_rasterizer
+from gsexp.bench.timing import timed
 from gsexp.gaussians import load_ply
 
 
@@ -24,7 +27,7 @@ def main() -> None:
     p.add_argument("--width", type=int, default=1920)
     p.add_argument("--height", type=int, default=1080)
     p.add_argument("--frames", type=int, default=20)
-    p.add_argument("--rasterizers", default="cuda")
+    p.add_argument("--rasterizers", default="vanilla", help="bench specs (python -m gsexp.bench)")
     args = p.parse_args()
     g = load_ply(args.ply).to("cuda")
     cams, _ = orbit_cameras(g.means, 8, args.width, args.height, up=parse_up("-y"), fov_deg=50.0)

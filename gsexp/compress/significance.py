@@ -4,39 +4,24 @@
 
 hit_j(p) = 1 where Gaussian j contributes to pixel p (alpha >= 1/255 before the pixel's
 transmittance ran out), V_j the product of its scales, V_90 the volume that 90% of the
-Gaussians exceed. Hits are counted by the CUDA vanilla blend on a GPU, else taken from the
-reference rasterizer's contributing entries: the same (pair, pixel) set each blend composites.
+Gaussians exceed. Hits are counted by the backend's hit_counts (gsexp.render): the same
+(pair, pixel) set each blend composites.
 """
 from __future__ import annotations
 
 import torch
 
-from gsexp.render.reference import duplicate, make_formula, preprocess, sort_pairs
-from gsexp.render.reference.blend import blend_forward
+from gsexp.render import hit_counts as backend_hit_counts
+from gsexp.render.settings import make_settings
 
 
 @torch.no_grad()
-def hit_counts(gaussians, camera) -> torch.Tensor:
-    """[N] number of pixels of `camera` each Gaussian contributes to: from the CUDA vanilla
-    blend when the Gaussians are on a GPU, else from the reference."""
-    if gaussians.means.device.type == "cuda":
-        from gsexp.render import cuda
-
-        return cuda.hit_counts(gaussians, camera)
-    return reference_hit_counts(gaussians, camera)
-
-
-@torch.no_grad()
-def reference_hit_counts(gaussians, camera) -> torch.Tensor:
-    camera = camera.to(gaussians.means.device)
-    proj = preprocess(gaussians, camera)
-    tiles = sort_pairs(proj, *duplicate(proj), camera.width, camera.height)
-    counts = torch.zeros(len(gaussians), dtype=torch.long, device=gaussians.means.device)
-    *_, rounds = blend_forward(proj.means2d, proj.conics, proj.opacities, proj.colors, tiles,
-                               make_formula("vanilla"), camera.width, camera.height, keep_entries=True)
-    for e in rounds:  # entries are (pair, pixel) contributions; padding pixels never contribute
-        counts += torch.bincount(tiles.gauss_ids[e.pair], minlength=len(gaussians))
-    return counts
+def hit_counts(gaussians, camera, settings=None) -> torch.Tensor:
+    """[N] number of pixels of `camera` each Gaussian contributes to, on the settings' backend
+    (default: the CUDA vanilla blend when the Gaussians are on a GPU, else the reference)."""
+    if settings is None:
+        settings = make_settings("vanilla" if gaussians.means.device.type == "cuda" else "torch")
+    return backend_hit_counts(gaussians, camera, settings)
 
 
 @torch.no_grad()

@@ -1,29 +1,29 @@
-"""`render()`: the one dispatch point from config to a rasterizer backend."""
+"""`render()`: the one entry from rasterizer settings to a backend.
+
+    render(gaussians, camera, settings, background=(1, 1, 1))
+
+`settings` is a RasterSettings (gsexp.render.settings): its class picks the backend
+(reference: the pure-PyTorch rasterizer; cuda: csrc/), its fields the switches. Each backend
+module implements `rasterize(gaussians, camera, settings, background, sh_degree) ->
+RenderOutput` and `hit_counts(gaussians, camera, settings)`.
+"""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+import importlib
 
 import torch
 
-from gsexp.render import reference
-from gsexp.render.constants import BACKENDS
+from gsexp.render.output import STAGES, RenderOutput
+from gsexp.render.settings import RasterSettings, from_keywords, make_settings
+
+__all__ = ["render", "hit_counts", "RenderOutput", "RasterSettings", "make_settings", "STAGES"]
+
+_BACKENDS = {"torch": "gsexp.render.reference", "cuda": "gsexp.render.cuda"}
 
 
-@dataclass
-class RenderOutput:
-    image: torch.Tensor      # [3,H,W]
-    alpha: torch.Tensor      # [H,W], 1 - final transmittance
-    n_contrib: torch.Tensor  # [H,W] int32, position of the last contributor in its tile list
-    radii: torch.Tensor      # [N] int32, 0 for culled Gaussians
-    means2d: torch.Tensor    # [N,2] pixel coordinates; .grad after backward (densification)
-    depths: torch.Tensor     # [N] view-space z
-    stage_ms: dict = field(default_factory=dict)
-    num_pairs: int = 0       # (tile, Gaussian) pairs the blend read
-
-    @property
-    def visible(self) -> torch.Tensor:
-        return self.radii > 0
+def backend_of(settings: RasterSettings):
+    return importlib.import_module(_BACKENDS[settings.backend])
 
 
 @functools.lru_cache(maxsize=32)
@@ -34,43 +34,34 @@ def _cached_background(values: tuple, device: torch.device) -> torch.Tensor:
 def background_tensor(background, device: torch.device) -> torch.Tensor:
     """A tuple background becomes a device tensor once, not a host-to-device copy per render."""
     if isinstance(background, (tuple, list)) and all(isinstance(v, (int, float)) for v in background):
-        return _cached_background(tuple(float(v) for v in background), device)
-    return torch.as_tensor(background, dtype=torch.float32, device=device)
-
-
-def render(gaussians, camera, *, backend: str = "torch", blend: str = "vanilla",
-           precision: str = "fp32", g2l: bool = True, early_cull: bool = True,
-           background=(0.0, 0.0, 0.0), sh_degree: int | None = None, timing: bool = False,
-           batch: int = 128, half_blend: bool = False, intersect: str = "aabb") -> RenderOutput:
-    """Render `gaussians` from `camera`.
-
-    blend: vanilla | gemm (GEMM-GS) | tcgs (TC-GS); precision: fp32 | tf32 | fp16 operands
-    for gemm/tcgs; g2l: tile-local pixel coordinates for gemm/tcgs; early_cull: tcgs culls
-    in the log domain before the exp. sh_degree: SH bands to use (default: all stored).
-    batch: Gaussians per pipeline stage of the CUDA matrix blends (32, 64 or 128; no effect
-    on the image).
-    half_blend: tcgs accumulates T and colour in fp16, as TC-GS's code (the torch reference
-    emulates it for rendering only).
-    intersect: which tiles get a Gaussian's entries: aabb (vanilla's 3-sigma square), snugbox
-    (the exact box of the ellipse where alpha reaches 1/255), accutile (only the tiles that
-    ellipse touches). The tight ones also cull Gaussians with opacity < 1/255.
-    """
-    if backend not in BACKENDS:
-        raise ValueError(f"render: unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
-    bg = background_tensor(background, gaussians.means.device)
+        bg = _cached_background(tuple(float(v) for v in background), device)
+    else:
+        bg = torch.as_tensor(background, dtype=torch.float32, device=device)
     if bg.shape != (3,):
         raise ValueError(f"render: background must be 3 values (r, g, b), got shape {tuple(bg.shape)}")
-    if backend == "cuda":
-        from gsexp.render import cuda
+    return bg
 
-        *out, stage_ms, num_pairs = cuda.rasterize(
-            gaussians, camera, blend=blend, precision=precision, g2l=g2l, early_cull=early_cull, batch=batch,
-            half_blend=half_blend, background=bg, sh_degree=sh_degree, timing=timing, intersect=intersect)
-        return RenderOutput(*out, stage_ms, num_pairs)
-    camera = camera.to(gaussians.means.device)
-    image, alpha, n_contrib, proj, stage_ms, num_pairs = reference.rasterize(
-        gaussians, camera, blend_name=blend, precision=precision, g2l=g2l,
-        early_cull=early_cull, half_blend=half_blend, background=bg, sh_degree=sh_degree, intersect=intersect)
-    if proj.means2d.requires_grad:
-        proj.means2d.retain_grad()
-    return RenderOutput(image, alpha, n_contrib, proj.radii, proj.means2d, proj.depths, stage_ms, num_pairs)
+
+def render(gaussians, camera, settings: RasterSettings | None = None, *, background=(0.0, 0.0, 0.0),
+           sh_degree: int | None = None, **keywords) -> RenderOutput:
+    """Render `gaussians` from `camera` with `settings` (default: the reference, vanilla).
+
+    Without `settings`, keywords build them: backend (torch | cuda), blend (vanilla | gemm |
+    tcgs) and the variant's switches, e.g. render(g, cam, backend="cuda", blend="tcgs",
+    intersect="accutile"). sh_degree: SH bands to use (default: all stored).
+    `out.means2d.grad` after backward() is the screen-space gradient.
+    """
+    if settings is None:
+        settings = from_keywords(**keywords)
+    elif keywords:
+        raise TypeError(f"render: pass switches in the settings object, not as keywords ({', '.join(keywords)})")
+    bg = background_tensor(background, gaussians.means.device)
+    return backend_of(settings).rasterize(gaussians, camera, settings, bg, sh_degree)
+
+
+def hit_counts(gaussians, camera, settings: RasterSettings | None = None) -> torch.Tensor:
+    """[N] int64: how many pixels of `camera` each Gaussian contributes to (alpha >= 1/255
+    before the pixel's transmittance ran out, vanilla's rule), on the settings' backend and
+    tile sets (default: the reference)."""
+    settings = settings or make_settings("torch")
+    return backend_of(settings).hit_counts(gaussians, camera, settings)

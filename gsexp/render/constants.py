@@ -13,11 +13,12 @@ ALPHA_MIN = 1.0 / 255.0  # pairs with alpha below this are skipped
 LOG_ALPHA_MIN = -math.log(255.0)  # EarlyCull threshold on beta = ln(o) + power
 T_MIN = 1e-4            # a pixel stops once its transmittance would fall below this
 
-BACKENDS = ("torch", "cuda")
 BLENDS = ("vanilla", "gemm", "tcgs")
 PRECISIONS = ("fp32", "tf32", "fp16")
 # Which tiles get a Gaussian's entries: the 3-sigma square (vanilla), the exact box of the
 # alpha = 1/255 ellipse, or only the tiles that ellipse touches (reference/intersect.py).
 INTERSECTS = ("aabb", "snugbox", "accutile")
+# Stage names in a render's stage_ms, the same for every backend ("backward" after one).
+STAGES = ("preprocess", "duplicate", "sort", "ranges", "blend", "backward")
 LEVEL_MARGIN = 1e-3     # the ellipse level grows by this share and spans by SPAN_MARGIN pixels,
 SPAN_MARGIN = 1e-3      # so that rounding never cuts a pixel whose alpha reaches 1/255

@@ -8,6 +8,7 @@ import math
 import torch
 
 from gsexp.gaussians import Gaussians, rgb_to_sh, sh_to_rgb
+from gsexp.render import render
 from gsexp.scene.camera import Camera, Scene, look_at
 
 
@@ -52,8 +53,6 @@ def load_synthetic(path=None, *, num_gaussians: int = 3000, num_views: int = 32,
 
     `num_points` noisy samples of the ground-truth centres play the SfM points (0: none,
     so training starts from a random init)."""
-    from gsexp.render import render  # the renderer imports gsexp.scene
-
     if num_views < 2 or width < 8 or height < 8 or num_gaussians < 1:
         raise ValueError("load_synthetic: need num_views >= 2, width/height >= 8, num_gaussians >= 1")
     gt = ground_truth(num_gaussians, seed)

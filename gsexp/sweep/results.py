@@ -10,10 +10,22 @@ from pathlib import Path
 
 import yaml
 
+from gsexp.render.constants import STAGES
+from gsexp.train.phases import PHASES
+
 METRICS = ("psnr", "ssim", "lpips", "size_mb", "num_gaussians", "render_ms", "train_seconds")
-STAGES = ("preprocess", "duplicate", "sort", "ranges", "blend", "backward")
 SEED = re.compile(r"^seed=")
 GPU_RECORD = ("gpu", "gpu_uuid", "started", "ended")  # written by pool jobs (train.py), with gpu_seen
+
+
+def timing_columns(summary: dict) -> dict:
+    """stage_ms/<stage> (render, per view) and phase_ms/<phase> (a training step), in order."""
+    row = {}
+    for key, order in (("stage_ms", STAGES), ("phase_ms", PHASES)):
+        values = summary.get(key) or {}
+        for name in sorted(values, key=lambda s: (order.index(s) if s in order else len(order), s)):
+            row[f"{key}/{name}"] = values[name]
+    return row
 
 
 def job_dirs(sweep_dir: Path) -> list[Path]:
@@ -39,7 +51,7 @@ def collect(sweep_dir) -> list[dict]:
         overrides = summary.get("overrides")
         if overrides is None and (job / ".hydra" / "overrides.yaml").exists():
             overrides = yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()) or []
-        overrides = list(overrides or [])
+        overrides = [o.removeprefix("++") for o in overrides or []]  # "++rasterizer.x=v" is "rasterizer.x=v"
         head = job.name.split("_", 1)[0]
         row = {"job": int(head) if head.isdigit() else i, "dir": job.name,
                "overrides": " ".join(overrides),
@@ -51,9 +63,7 @@ def collect(sweep_dir) -> list[dict]:
         if summary.get("gpu") is not None:  # a pool job: its GPU as nvidia-smi saw it, and when it ran
             row.update({k: summary.get(k) for k in GPU_RECORD})
             row["gpu_seen"] = " ".join(summary.get("gpu_seen") or []) if "gpu_seen" in summary else None
-        stage_ms = summary.get("stage_ms") or {}
-        for stage in sorted(stage_ms, key=lambda s: (STAGES.index(s) if s in STAGES else len(STAGES), s)):
-            row[f"stage_ms/{stage}"] = stage_ms[stage]
+        row.update(timing_columns(summary))
         row["_overrides"] = overrides
         rows.append(row)
     # A variant is what sets a job apart: drop overrides every job shares, and the seed.
@@ -118,9 +128,9 @@ def mean_std(values) -> tuple[float, float]:
 
 def write_markdown(rows: list[dict], path, title: str = "Sweep results") -> None:
     """Finished jobs as a table, then variants over seeds (mean ± std), then what did not run."""
-    stage_cols = [c for c in columns(rows) if c.startswith("stage_ms/")]
+    stage_cols = [c for c in columns(rows) if c.startswith(("stage_ms/", "phase_ms/"))]
     head = ["job", "variant", "seed", "PSNR", "SSIM", "LPIPS", "size MB", "#G", "render ms",
-            *[c.split("/", 1)[1] + " ms" for c in stage_cols], "train s"]
+            *[c.split("/", 1)[1] + (" ms" if c.startswith("stage") else " ms/step") for c in stage_cols], "train s"]
     lines = [f"# {title}", "", f"{len(rows)} jobs: " + ", ".join(
         f"{sum(r['status'] == s for r in rows)} {s}" for s in sorted({r['status'] for r in rows})), ""]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

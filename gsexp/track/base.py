@@ -122,7 +122,8 @@ def run_name_from_overrides(overrides: list[str], max_len: int = 120) -> str:
     "rasterizer=tcgs,iterations=100"; no overrides -> "default". hydra.* overrides are left out
     (they change where and how Hydra runs, not the experiment). Names longer than max_len are
     cut and given a short hash so they stay unique and usable as a folder name."""
-    kept = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    # "++rasterizer.x=v" (train.py forces switches in) names the run as "rasterizer.x=v".
+    kept = [o.removeprefix("++") for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
     if not kept:
         return "default"
     name = safe_name(",".join(kept))

@@ -1,15 +1,15 @@
-"""The CUDA rasterizer (csrc/): staged forward, pluggable blend, one exact fp32 backward."""
+"""The CUDA rasterizer (csrc/): staged forward, one blend kernel per variant, one exact fp32
+backward. The backend interface as gsexp.render.reference: rasterize() and hit_counts()."""
 from __future__ import annotations
 
 import torch
 
-from gsexp.render.constants import INTERSECTS
 from gsexp.render.cuda.build import CudaUnavailable, load
 from gsexp.render.cuda.function import Rasterize, camera_values
+from gsexp.render.output import RenderOutput
+from gsexp.render.settings import VanillaSettings
 
-__all__ = ["rasterize", "hit_counts", "load", "CudaUnavailable"]
-
-BATCHES = (32, 64, 128)  # Gaussians per pipeline stage of the matrix blends
+__all__ = ["rasterize", "hit_counts", "load", "CudaUnavailable", "options_of"]
 
 
 def raw_params(gaussians) -> list[torch.Tensor]:
@@ -18,47 +18,57 @@ def raw_params(gaussians) -> list[torch.Tensor]:
                                              gaussians.opacity_logits, gaussians.sh)]
 
 
-def rasterize(gaussians, camera, *, blend: str, precision: str, g2l: bool, early_cull: bool, batch: int,
-              half_blend: bool, background: torch.Tensor, sh_degree: int | None, timing: bool,
-              intersect: str = "aabb"):
-    """Returns (image, alpha, n_contrib, radii, means2d, depths, stage_ms, num_pairs); means2d is
-    a leaf whose .grad is the screen-space gradient after backward."""
-    if blend == "vanilla" and precision != "fp32":
-        raise ValueError(f"render(backend='cuda'): blend='vanilla' runs in fp32; precision={precision!r} "
-                         "applies to blend='gemm' or 'tcgs'")
-    if half_blend and blend != "tcgs":
-        raise ValueError(f"render(backend='cuda'): half_blend (TC-GS's fp16 accumulation) applies to blend='tcgs', "
-                         f"not {blend!r}")
-    if batch not in BATCHES:
-        raise ValueError(f"render(backend='cuda'): batch must be one of {BATCHES}, got {batch!r}")
-    if intersect not in INTERSECTS:
-        raise ValueError(f"render(backend='cuda'): intersect must be one of {INTERSECTS}, got {intersect!r}")
+def options_of(settings):
+    """The C++ RasterOptions of `settings` (frozen, so built once and kept on them)."""
+    cached = settings.__dict__.get("_options")
+    if cached is not None:
+        return cached
+    ext = load()
+    o = ext.RasterOptions()
+    formula = settings.formula
+    o.blend = ext.blend_ids[formula["blend"]]
+    o.precision = ext.precision_ids[formula["precision"]]
+    o.g2l, o.early_cull, o.half_blend = formula["g2l"], formula["early_cull"], formula["half_blend"]
+    o.batch = getattr(settings, "batch", 128)
+    o.intersect = ext.intersect_ids[settings.intersect]
+    o.heavy_first = settings.tile_order == "heavy_first"
+    o.timing = settings.timing
+    object.__setattr__(settings, "_options", o)
+    return o
+
+
+def _check_device(gaussians, what: str):
+    if gaussians.means.device.type != "cuda":
+        raise CudaUnavailable(f"{what} needs the Gaussians on a CUDA device, got {gaussians.means.device}; "
+                              "move them with .to('cuda'), or use rasterizer=torch on the CPU")
+
+
+def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: int | None = None
+              ) -> RenderOutput:
+    """means2d is a leaf whose .grad is the screen-space gradient after backward."""
+    _check_device(gaussians, f"rasterizer={settings.name}")
     means = gaussians.means
-    if means.device.type != "cuda":
-        raise CudaUnavailable(f"render(backend='cuda') needs the Gaussians on a CUDA device, got {means.device}; "
-                              "move them with .to('cuda'), or use rasterizer=torch (backend='torch') on the CPU")
     degree = gaussians.sh_degree if sh_degree is None else min(sh_degree, gaussians.sh_degree)
-    settings = {"degree": degree, "camera": camera_values(camera), "background": background.contiguous(),
-                "blend": blend, "precision": precision, "g2l": bool(g2l), "early_cull": bool(early_cull),
-                "batch": int(batch), "half_blend": bool(half_blend), "intersect": intersect, "timing": timing,
-                "stage_ms": {}}
+    call = {"degree": degree, "camera": camera_values(camera), "background": background.contiguous(),
+            "options": options_of(settings), "stage_ms": {}}
     # Filled by the kernel (no memset); a leaf so that .grad is the screen-space gradient.
     holder = torch.empty(len(means), 2, device=means.device, requires_grad=torch.is_grad_enabled())
-    image, alpha, n_contrib, radii, depths = Rasterize.apply(*raw_params(gaussians), holder, settings)
-    return image, alpha, n_contrib, radii, holder, depths, settings["stage_ms"], settings["num_pairs"]
+    image, alpha, n_contrib, radii, depths = Rasterize.apply(*raw_params(gaussians), holder, call)
+    return RenderOutput(image, alpha, n_contrib, radii, holder, depths, call["stage_ms"], call["num_pairs"])
 
 
 @torch.no_grad()
-def hit_counts(gaussians, camera) -> torch.Tensor:
+def hit_counts(gaussians, camera, settings=None) -> torch.Tensor:
     """[N] int64: how many pixels of `camera` each Gaussian contributes to (alpha >= 1/255
-    before the pixel's transmittance ran out), counted by the vanilla blend itself."""
+    before the pixel's transmittance ran out), counted by the vanilla blend itself on the
+    settings' tile sets."""
+    _check_device(gaussians, "hit_counts")
     means = gaussians.means
-    if means.device.type != "cuda":
-        raise CudaUnavailable(f"hit_counts: the Gaussians are on {means.device}, not a CUDA device")
     counts = torch.zeros(len(means), dtype=torch.int32, device=means.device)
+    vanilla = VanillaSettings(intersect=settings.intersect if settings else "aabb")
     raw = [t.detach() for t in raw_params(gaussians)]
     means2d = torch.empty(len(means), 2, device=means.device)
     background = torch.zeros(3, device=means.device)
-    load().rasterize_forward(*raw, means2d, gaussians.sh_degree, camera_values(camera), background, "vanilla",
-                             "fp32", True, True, max(BATCHES), False, "aabb", False, counts)  # the switches vanilla ignores
+    load().rasterize_forward(*raw, means2d, gaussians.sh_degree, camera_values(camera), background,
+                             options_of(vanilla), counts)
     return counts.long()

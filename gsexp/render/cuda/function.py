@@ -33,19 +33,18 @@ class Rasterize(torch.autograd.Function):
 
     The parameters are the raw ones: the kernels apply exp, normalise and sigmoid. The holder is
     an [N,2] leaf the kernel fills with the projected means; its gradient is the screen-space
-    gradient the densification strategies read."""
+    gradient the densification strategies read. `call` carries the degree, camera, background
+    and options in, and stage_ms and num_pairs out."""
 
     @staticmethod
-    def forward(ctx, means, log_scales, quats, opacity_logits, sh, means2d, settings):
+    def forward(ctx, means, log_scales, quats, opacity_logits, sh, means2d, call):
         outs, stage_ms = load().rasterize_forward(
-            means, log_scales, quats, opacity_logits, sh, means2d, settings["degree"], settings["camera"],
-            settings["background"], settings["blend"], settings["precision"], settings["g2l"],
-            settings["early_cull"], settings["batch"], settings["half_blend"], settings["intersect"],
-            settings["timing"], None)
-        image, final_t, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges = outs
-        settings["stage_ms"].update(stage_ms)
-        settings["num_pairs"] = len(point_list)
-        ctx.settings = settings
+            means, log_scales, quats, opacity_logits, sh, means2d, call["degree"], call["camera"],
+            call["background"], call["options"], None)
+        image, final_t, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges, order = outs
+        call["stage_ms"].update(stage_ms)
+        call["num_pairs"] = len(point_list)
+        ctx.call, ctx.order = call, order
         ctx.save_for_backward(means, log_scales, quats, opacity_logits, sh, radii, means2d, conic_opacity, colors,
                               point_list, ranges, final_t, n_contrib)
         ctx.mark_non_differentiable(n_contrib, radii, depths)
@@ -53,9 +52,10 @@ class Rasterize(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_image, grad_alpha, *_):
-        s = ctx.settings
+        c = ctx.call
+        saved = ctx.saved_tensors
         grads, stage_ms = load().rasterize_backward(
-            *ctx.saved_tensors[:5], s["degree"], s["camera"], s["background"], *ctx.saved_tensors[5:],
-            grad_image.contiguous(), grad_alpha.contiguous(), s["timing"])
-        s["stage_ms"].update(stage_ms)
+            *saved[:5], c["degree"], c["camera"], c["background"], *saved[5:11], ctx.order, *saved[11:],
+            grad_image.contiguous(), grad_alpha.contiguous(), c["options"])
+        c["stage_ms"].update(stage_ms)
         return (*grads, None)

@@ -1,43 +1,102 @@
-"""Pure-PyTorch reference rasterizer: readable, differentiable, CPU or CUDA."""
+"""Pure-PyTorch reference rasterizer: readable, differentiable, CPU or CUDA. The same
+backend interface as gsexp.render.cuda: rasterize() and hit_counts()."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from contextlib import contextmanager
 
 import torch
 
-from gsexp.render.reference.blend import blend
+from gsexp.render.output import RenderOutput
+from gsexp.render.reference.blend import blend, blend_forward
 from gsexp.render.reference.formulas import make_formula
 from gsexp.render.reference.preprocess import Projected, preprocess
-from gsexp.render.reference.tiles import TileLists, duplicate, sort_pairs
+from gsexp.render.reference.tiles import TileLists, duplicate, sort_pairs, tile_lists, tile_ranges
 
-__all__ = ["rasterize", "preprocess", "duplicate", "sort_pairs", "blend", "make_formula",
-           "Projected", "TileLists"]
+__all__ = ["rasterize", "hit_counts", "preprocess", "duplicate", "sort_pairs", "tile_ranges", "tile_lists", "blend",
+           "make_formula", "Projected", "TileLists"]
+
+
+def _sync(device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
 
 
 @contextmanager
-def _timed(stage_ms: dict, name: str, device: torch.device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
+def _timed(stage_ms: dict | None, name: str, device: torch.device):
+    if stage_ms is None:
+        yield
+        return
+    start = _sync(device)
     yield
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    stage_ms[name] = (time.perf_counter() - start) * 1e3
+    stage_ms[name] = (_sync(device) - start) * 1e3
 
 
-def rasterize(gaussians, camera, *, blend_name="vanilla", precision="fp32", g2l=True,
-              early_cull=True, half_blend=False, background=None, sh_degree=None, intersect="aabb"):
-    """Run the four stages; returns (image, alpha, n_contrib, projected, stage_ms, num_pairs)."""
-    formula = make_formula(blend_name, precision, g2l, early_cull, half_blend)
+class _BackwardClock(torch.autograd.Function):
+    """Identity whose backward notes the time: wrapped around the outputs it marks the start
+    of the backward, around the inputs its end, so the reference reports "backward" too."""
+
+    @staticmethod
+    def forward(ctx, stage_ms, device, at_start, *xs):
+        ctx.stage_ms, ctx.device, ctx.at_start = stage_ms, device, at_start
+        return tuple(x.view_as(x) for x in xs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        now = _sync(ctx.device)
+        if ctx.at_start:
+            ctx.stage_ms["_backward_start"] = now
+        elif "_backward_start" in ctx.stage_ms:
+            ctx.stage_ms["backward"] = (now - ctx.stage_ms.pop("_backward_start")) * 1e3
+        return (None, None, None, *grads)
+
+
+def _clock_inputs(gaussians, stage_ms, device):
+    names = gaussians.TENSORS
+    xs = [getattr(gaussians, n) for n in names]
+    if not any(x.requires_grad for x in xs):
+        return gaussians
+    return dataclasses.replace(gaussians, **dict(zip(names, _BackwardClock.apply(stage_ms, device, False, *xs))))
+
+
+def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: int | None = None
+              ) -> RenderOutput:
+    """Preprocess, duplicate, sort, ranges, blend, as the CUDA stages (`settings`: TorchSettings)."""
     device = gaussians.means.device
-    stage_ms: dict[str, float] = {}
-    with _timed(stage_ms, "preprocess", device):
-        proj = preprocess(gaussians, camera, sh_degree, intersect)
-    with _timed(stage_ms, "duplicate", device):
+    camera = camera.to(device)
+    formula = make_formula(**settings.formula)
+    stage_ms: dict = {}
+    timed = stage_ms if settings.timing else None
+    if settings.timing:
+        gaussians = _clock_inputs(gaussians, stage_ms, device)
+    with _timed(timed, "preprocess", device):
+        proj = preprocess(gaussians, camera, sh_degree, settings.intersect)
+    with _timed(timed, "duplicate", device):
         gauss_ids, tile_xy = duplicate(proj)
-    with _timed(stage_ms, "sort", device):
-        tiles = sort_pairs(proj, gauss_ids, tile_xy, camera.width, camera.height)
-    with _timed(stage_ms, "blend", device):
+    with _timed(timed, "sort", device):
+        gauss_ids, tile_ids = sort_pairs(proj, gauss_ids, tile_xy, camera.width)
+    with _timed(timed, "ranges", device):
+        tiles = tile_ranges(gauss_ids, tile_ids, camera.width, camera.height)
+    with _timed(timed, "blend", device):
         image, alpha, n_contrib = blend(proj, tiles, formula, camera.width, camera.height, background)
-    return image, alpha, n_contrib, proj, stage_ms, len(gauss_ids)
+    if settings.timing and image.requires_grad:
+        image, alpha = _BackwardClock.apply(stage_ms, device, True, image, alpha)
+    if proj.means2d.requires_grad:
+        proj.means2d.retain_grad()  # .grad: the screen-space gradient, as the CUDA backend's leaf
+    return RenderOutput(image, alpha, n_contrib, proj.radii, proj.means2d, proj.depths, stage_ms, len(gauss_ids))
+
+
+@torch.no_grad()
+def hit_counts(gaussians, camera, settings) -> torch.Tensor:
+    """[N] int64 pixels each Gaussian contributes to under vanilla's rules, on the settings' tiles."""
+    camera = camera.to(gaussians.means.device)
+    proj = preprocess(gaussians, camera, intersect=settings.intersect)
+    tiles = tile_lists(proj, camera.width, camera.height)
+    counts = torch.zeros(len(gaussians), dtype=torch.long, device=gaussians.means.device)
+    *_, rounds = blend_forward(proj.means2d, proj.conics, proj.opacities, proj.colors, tiles,
+                               make_formula("vanilla"), camera.width, camera.height, keep_entries=True)
+    for e in rounds:  # entries are (pair, pixel) contributions; padding pixels never contribute
+        counts += torch.bincount(tiles.gauss_ids[e.pair], minlength=len(gaussians))
+    return counts

@@ -131,13 +131,8 @@ def make_formula(blend: str, precision: str = "fp32", g2l: bool = True, early_cu
     """The formula for a blend variant. `formula.exact` says its alpha equals vanilla's up to
     fp32 rounding, so the blend may skip pairs that provably stay below 1/255;
     `formula.half_blend` asks the blend for TC-GS's fp16 accumulation of T and colour."""
-    if half_blend and blend != "tcgs":
-        raise ValueError(f"render: half_blend (TC-GS's fp16 accumulation) applies to blend='tcgs', not {blend!r}")
-    check_precision(precision)
+    check_precision(precision)  # which switches a blend takes: gsexp.render.settings
     if blend == "vanilla":
-        if precision != "fp32":
-            raise ValueError(f"render: blend='vanilla' is plain fp32 arithmetic; precision={precision!r} "
-                             "applies to blend='gemm' or 'tcgs'")
         formula = vanilla
     elif blend == "gemm":
         formula = gemm(precision, g2l)

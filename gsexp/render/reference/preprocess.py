@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gsexp.gaussians.geometry import covariance_3d
 from gsexp.gaussians.sh import eval_sh
 from gsexp.render.constants import COV2D_DILATION, FOV_CLAMP, INTERSECTS, NEAR_PLANE, TILE_SIZE
 from gsexp.render.reference import intersect as tight
@@ -23,21 +24,6 @@ class Projected:
     rect_min: torch.Tensor   # [N,2] int64 first tile (x, y), inclusive
     rect_max: torch.Tensor   # [N,2] int64 last tile (x, y), exclusive
     pairs: tuple | None = None  # accutile: (gauss_ids, tile (x, y)), as duplicate returns them
-
-
-def quat_to_rotmat(q: torch.Tensor) -> torch.Tensor:
-    q = torch.nn.functional.normalize(q, dim=-1)
-    w, x, y, z = q.unbind(-1)
-    return torch.stack([
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
-    ], dim=-1).reshape(q.shape[:-1] + (3, 3))
-
-
-def covariance_3d(log_scales: torch.Tensor, quats: torch.Tensor) -> torch.Tensor:
-    m = quat_to_rotmat(quats) * log_scales.exp().unsqueeze(-2)  # R S
-    return m @ m.transpose(-1, -2)
 
 
 def preprocess(gaussians, camera, sh_degree: int | None = None, intersect: str = "aabb") -> Projected:

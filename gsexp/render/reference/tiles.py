@@ -35,15 +35,25 @@ def duplicate(proj: Projected) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     return gauss_ids, tile_xy
 
 
-def sort_pairs(proj: Projected, gauss_ids, tile_xy, width: int, height: int) -> TileLists:
+def sort_pairs(proj: Projected, gauss_ids, tile_xy, width: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Sort by key = tile id << 32 | float bits of depth, as the CUDA kernels build it
-    (positive floats order like their bit patterns)."""
-    tiles_x, tiles_y = tiles_along(width), tiles_along(height)
+    (positive floats order like their bit patterns). Returns (gauss_ids, tile_ids), sorted."""
+    tiles_x = tiles_along(width)
     tile_ids = tile_xy[:, 1] * tiles_x + tile_xy[:, 0]
     depth_bits = proj.depths.detach().float()[gauss_ids].view(torch.int32).long()
     keys = (tile_ids << 32) | depth_bits
     order = torch.sort(keys, stable=True).indices  # stable: ties keep Gaussian order, like radix sort
-    gauss_ids, tile_ids = gauss_ids[order], tile_ids[order]
+    return gauss_ids[order], tile_ids[order]
+
+
+def tile_ranges(gauss_ids, tile_ids, width: int, height: int) -> TileLists:
+    """Each tile's run [start, end) in the sorted pairs."""
+    tiles_x, tiles_y = tiles_along(width), tiles_along(height)
     counts = torch.bincount(tile_ids, minlength=tiles_x * tiles_y)
     ends = torch.cumsum(counts, 0)
     return TileLists(gauss_ids, tile_ids, torch.stack([ends - counts, ends], -1), tiles_x, tiles_y)
+
+
+def tile_lists(proj: Projected, width: int, height: int) -> TileLists:
+    """Duplicate, sort and ranges in one call."""
+    return tile_ranges(*sort_pairs(proj, *duplicate(proj), width), width, height)

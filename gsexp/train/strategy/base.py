@@ -25,8 +25,7 @@ from typing import ClassVar
 
 import torch
 
-# 3DGS's schedules are written for this many iterations; `scaled` maps them to other lengths.
-REFERENCE_ITERATIONS = 30_000
+from gsexp.schedule import REFERENCE_ITERATIONS
 
 
 @dataclass
@@ -49,7 +48,7 @@ class Strategy:
         return {}
 
     def check(self, params: dict, optimizers: dict) -> None:
-        """Raise if the dicts break the conventions the surgery relies on (see train.params)."""
+        """Raise if the dicts break the conventions the surgery relies on (see gaussians.surgery)."""
         for name, p in params.items():
             opt = optimizers.get(name)
             if opt is None:
@@ -64,9 +63,7 @@ class Strategy:
             raise ValueError(f"{type(self).__name__}: parameter groups differ in length: {lengths}")
 
     def step_pre_backward(self, params: dict, optimizers: dict, state: dict, step: int, out) -> None:
-        """Before `loss.backward()`: keep the screen-space gradient (render already does)."""
-        if out is not None and out.means2d.requires_grad and not out.means2d.is_leaf:
-            out.means2d.retain_grad()
+        """Before `loss.backward()` (every backend's out.means2d already keeps its .grad)."""
 
     def step_post_backward(self, params: dict, optimizers: dict, state: dict, step: int, out,
                            width: int, height: int, lr: float | None = None) -> None:

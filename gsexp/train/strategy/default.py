@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import torch
 
-from gsexp.train.strategy import ops
+from gsexp.gaussians import surgery
 from gsexp.train.strategy.base import Strategy
 
 STATS = ("grad2d", "count", "max_radii")
@@ -64,7 +64,7 @@ class DefaultStrategy(Strategy):
         # random init's fog before densification has spent much on it.
         first = self.white_background and step == self.refine_start
         if step > 0 and (step % self.reset_every == 0 or first):
-            ops.reset_opacity(params, optimizers, self.reset_opacity)
+            surgery.reset_opacity(params, optimizers, self.reset_opacity)
 
     def _stats(self, params: dict, state: dict) -> None:
         n, device = params["means"].shape[0], params["means"].device
@@ -85,11 +85,12 @@ class DefaultStrategy(Strategy):
         if grad is None:
             return
         # INRIA measures the gradient w.r.t. NDC positions: d/d ndc = d/d px * (size / 2).
+        # Masks as arithmetic, not boolean indexing: indexing asks the host for the count (a sync).
         grad_ndc = grad.detach() * grad.new_tensor([width / 2, height / 2])
         visible = out.radii > 0
-        state["grad2d"][visible] += grad_ndc[visible].norm(dim=-1)
-        state["count"][visible] += 1
-        state["max_radii"][visible] = torch.maximum(state["max_radii"][visible], out.radii[visible].float())
+        state["grad2d"] += torch.where(visible, grad_ndc.norm(dim=-1), 0.0)
+        state["count"] += visible
+        torch.maximum(state["max_radii"], torch.where(visible, out.radii.float(), 0.0), out=state["max_radii"])
 
     @torch.no_grad()
     def refine(self, params: dict, optimizers: dict, state: dict, step: int) -> None:
@@ -99,16 +100,16 @@ class DefaultStrategy(Strategy):
         high = grads >= self.grad_threshold
         small = params["log_scales"].max(dim=1).values <= math.log(self.percent_dense * self.scene_extent)
         clone, split = high & small, high & ~small
-        ops.duplicate(params, optimizers, clone, state)
+        surgery.duplicate(params, optimizers, clone, state)
         split = torch.cat([split, split.new_zeros(int(clone.sum()))])  # clones are not split
-        ops.split(params, optimizers, split, n=self.split_n, state=state)
+        surgery.split(params, optimizers, split, n=self.split_n, state=state)
 
         prune = torch.sigmoid(params["opacity_logits"]) < self.prune_opacity
         if step > self.reset_every:  # before the first reset, opacity alone decides
             if self.prune_screen_px > 0:
                 prune |= state["max_radii"] > self.prune_screen_px
             prune |= params["log_scales"].max(dim=1).values > math.log(self.prune_world * self.scene_extent)
-        ops.remove(params, optimizers, prune, state)
+        surgery.remove(params, optimizers, prune, state)
 
         state.update(n_cloned=int(clone.sum()), n_split=int(split.sum()), n_pruned=int(prune.sum()))
         for key in STATS:

@@ -6,8 +6,8 @@ from typing import ClassVar
 
 import torch
 
-from gsexp.render.reference.preprocess import covariance_3d
-from gsexp.train.strategy import ops
+from gsexp.gaussians import surgery
+from gsexp.gaussians.geometry import covariance_3d
 from gsexp.train.strategy.base import Strategy
 
 
@@ -17,7 +17,7 @@ class MCMCStrategy(Strategy):
 
     At refine_start < step < refine_stop, step % refine_every == 0: every Gaussian with
     opacity <= min_opacity is moved onto a live one drawn in proportion to opacity (the pair
-    shares the source's opacity and footprint, see ops.relocation_adjustment); then
+    shares the source's opacity and footprint, see surgery.relocation_adjustment); then
     grow_rate * N new Gaussians are added the same way, never beyond cap_max.
     Every step (SGLD): means += noise_lr * lr * sigmoid(-k (opacity - t)) * Sigma @ eps,
     eps ~ N(0, I), Sigma the Gaussian's 3D covariance, so nearly transparent Gaussians
@@ -55,10 +55,10 @@ class MCMCStrategy(Strategy):
     def refine(self, params: dict, optimizers: dict, state: dict) -> None:
         """Relocate dead Gaussians, then grow towards cap_max."""
         dead = torch.sigmoid(params["opacity_logits"]) <= self.min_opacity
-        state["n_relocated"] = ops.relocate(params, optimizers, dead, self.min_opacity, self.n_max)
+        state["n_relocated"] = surgery.relocate(params, optimizers, dead, self.min_opacity, self.n_max)
         n = params["means"].shape[0]
         n_new = max(0, min(self.cap_max, int(n * (1 + self.grow_rate))) - n)
-        state["n_added"] = ops.add(params, optimizers, n_new, self.min_opacity, self.n_max)
+        state["n_added"] = surgery.add(params, optimizers, n_new, self.min_opacity, self.n_max)
 
     @torch.no_grad()
     def inject_noise(self, params: dict, lr: float, generator: torch.Generator | None = None) -> None:

@@ -1,4 +1,5 @@
-"""Parameter surgery shared by the strategies.
+"""Parameter surgery: adding, removing and moving Gaussians during training (the strategies
+and compression use it).
 
 Every op edits `params` (name -> nn.Parameter, all of length N) and `optimizers`
 (name -> Adam holding params[name]) in place: each group gets a new Parameter, swapped into
@@ -18,7 +19,7 @@ from typing import Callable
 
 import torch
 
-from gsexp.render.reference.preprocess import quat_to_rotmat
+from gsexp.gaussians.geometry import quat_to_rotmat
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
 

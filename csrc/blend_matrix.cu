@@ -114,7 +114,7 @@ __device__ inline void pixel_vector(float u, float v, float f[8]) {
 // their rounding is the whole error budget) and in fp32 otherwise, where rounding the
 // operands to 10 mantissa bits dominates.
 template <int PREC>
-__device__ inline float gaussian_vector(float2 mean, float4 co, int ox, int oy, const TcOptions& opt, float g[8]) {
+__device__ inline float gaussian_vector(float2 mean, float4 co, int ox, int oy, const MatrixOptions& opt, float g[8]) {
   using Real = std::conditional_t<PREC == PREC_FP32, double, float>;
   const Real cx = opt.g2l ? ox + (Real)TILE_CENTER : (Real)0, cy = opt.g2l ? oy + (Real)TILE_CENTER : (Real)0;
   const Real mx = (Real)mean.x - cx, my = (Real)mean.y - cy;
@@ -152,7 +152,7 @@ constexpr int SLAB_STRIDE = CHUNK + 4;
 // ln(1/255) (TC-GS's EarlyCull: the log-domain test before any exp; for GEMM-GS a bound,
 // since o < 1) and then visits only those entries, in list order.
 template <int PREC, int BATCH, bool TCGS>
-__global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) {
+__global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs args) {
   static_assert(BATCH % CHUNK == 0 && BATCH <= BLOCK_PIXELS, "one loader thread per Gaussian of the batch");
   __shared__ int s_ids[3][BATCH];
   __shared__ float2 s_xy[2][BATCH];
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) 
   __shared__ float s_level[BATCH];                 // o (gemm) or ln o (tcgs)
   __shared__ __align__(16) float s_slab[WARPS][32][SLAB_STRIDE];
 
-  const TcOptions opt = args.tc;
+  const MatrixOptions opt = args.matrix;
   const bool cull = !TCGS || opt.early_cull;
   const TilePixel tp = tile_pixel(args.ranges, args.tile_order, args.tiles_x, args.width, args.height);
   const int ox = (tp.tile % args.tiles_x) * TILE_SIZE, oy = (tp.tile / args.tiles_x) * TILE_SIZE;
@@ -329,16 +329,16 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_tc_kernel(BlendArgs args) 
 
 template <int PREC, bool TCGS>
 void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
-  switch (args.tc.batch) {
-    case 32: blend_tc_kernel<PREC, 32, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
-    case 64: blend_tc_kernel<PREC, 64, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
-    default: blend_tc_kernel<PREC, 128, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
+  switch (args.matrix.batch) {
+    case 32: blend_matrix_kernel<PREC, 32, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
+    case 64: blend_matrix_kernel<PREC, 64, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
+    default: blend_matrix_kernel<PREC, 128, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
   }
 }
 
 template <int PREC>
 void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
-  if (args.tc.tcgs)
+  if (args.matrix.tcgs)
     launch<PREC, true>(args, tiles, stream);
   else
     launch<PREC, false>(args, tiles, stream);
@@ -346,10 +346,10 @@ void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
 
 }  // namespace
 
-void launch_blend_tc(const BlendArgs& args, cudaStream_t stream) {
+void launch_blend_matrix(const BlendArgs& args, cudaStream_t stream) {
   int tiles = args.tiles_x * args.tiles_y;
   if (tiles == 0) return;
-  switch (args.tc.precision) {
+  switch (args.matrix.precision) {
     case PREC_FP32: launch<PREC_FP32>(args, tiles, stream); break;
     case PREC_TF32: launch<PREC_TF32>(args, tiles, stream); break;
     default: launch<PREC_FP16>(args, tiles, stream); break;

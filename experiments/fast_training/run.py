@@ -1,0 +1,84 @@
+"""Train lego with each training configuration in turn on one GPU machine, then (optionally) the
+peer trainer, and print one table: train_seconds, test PSNR/SSIM/LPIPS, Gaussians, peak memory,
+median ms per step phase.
+
+    python experiments/fast_training/run.py --data <lego> --out results/ [--iterations 30000]
+        [--configs fast,vanilla_fast,...] [--peer <peer_train_gsplat.py>]
+
+Each configuration is a list of train.py overrides (CONFIGS below); runs go one after the other.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FAST = ["rasterizer=tc_gs", "rasterizer.intersect=accutile"]
+CONFIGS = {
+    "fast": FAST,                                                   # every pure speed-up (the defaults)
+    "vanilla_fast": ["rasterizer=vanilla", "rasterizer.intersect=accutile"],
+    "sparse_adam": [*FAST, "sparse_adam=true"],
+    "no_fused_ssim": [*FAST, "fused_ssim=false"],
+    "no_fused_adam": [*FAST, "fused_adam=false"],
+    "no_fused": [*FAST, "fused_ssim=false", "fused_adam=false"],
+}
+
+
+def train(name: str, overrides: list[str], data: str, iterations: int, out: Path) -> dict:
+    run_dir = out / name
+    cmd = [sys.executable, "train.py", "experiment=lego_cuda", f"data.path={data}", f"iterations={iterations}",
+           "logger=none", "checkpoint_every=0", f"hydra.run.dir={run_dir}", *overrides]
+    print("$", " ".join(cmd), flush=True)
+    subprocess.run(cmd, cwd=REPO, check=True)
+    s = json.loads((run_dir / "summary.json").read_text())
+    return {"config": name, "overrides": " ".join(overrides), **{k: s.get(k) for k in (
+        "train_seconds", "psnr", "ssim", "lpips", "num_gaussians", "peak_memory_mb", "phase_ms")}}
+
+
+def peer(script: str, data: str, iterations: int, out: Path) -> dict:
+    path = out / "gsplat.json"
+    cmd = [sys.executable, script, "--kind", "blender", "--path", data, "--iters", str(iterations), "--out", str(path)]
+    print("$", " ".join(cmd), flush=True)
+    subprocess.run(cmd, cwd=REPO, check=True)
+    s = json.loads(path.read_text())
+    return {"config": "gsplat 1.5.3 (peer)", "overrides": "", **s}
+
+
+def table(rows: list[dict]) -> str:
+    phases = ("render", "loss", "backward", "densify", "optimizer")
+    head = ["config", "train s", "PSNR", "SSIM", "LPIPS", "#G", *[f"{p} ms" for p in phases]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        ph = r.get("phase_ms") or {}
+        cells = [r["config"], f"{r.get('train_seconds') or 0:.1f}", f"{r.get('psnr') or 0:.2f}",
+                 f"{r.get('ssim') or 0:.4f}", "–" if r.get("lpips") is None else f"{r['lpips']:.4f}",
+                 f"{r.get('num_gaussians') or 0:,}", *[f"{ph[p]:.3f}" if p in ph else "–" for p in phases]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--iterations", type=int, default=30000)
+    p.add_argument("--configs", default="fast")
+    p.add_argument("--peer", help="path of peer_train_gsplat.py: also train the peer, after ours")
+    a = p.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in a.configs.split(","):
+        rows.append(train(name, CONFIGS[name], a.data, a.iterations, a.out))
+    if a.peer:
+        rows.append(peer(a.peer, a.data, a.iterations, a.out))
+    stamp = time.strftime("%Y-%m-%d %H:%M")
+    (a.out / "results.json").write_text(json.dumps({"when": stamp, "iterations": a.iterations, "rows": rows}, indent=1))
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from gsexp.bench.cli import main
+
+main()

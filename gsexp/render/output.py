@@ -1,0 +1,24 @@
+"""What every rasterizer backend returns."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from gsexp.render.constants import STAGES  # noqa: F401  (the names stage_ms uses)
+
+
+@dataclass
+class RenderOutput:
+    image: torch.Tensor      # [3,H,W]
+    alpha: torch.Tensor      # [H,W], 1 - final transmittance
+    n_contrib: torch.Tensor  # [H,W] int32, position of the last contributor in its tile list
+    radii: torch.Tensor      # [N] int32, 0 for culled Gaussians
+    means2d: torch.Tensor    # [N,2] pixel coordinates; .grad after backward (densification)
+    depths: torch.Tensor     # [N] view-space z
+    stage_ms: dict = field(default_factory=dict)  # filled when settings.timing (backward: after it)
+    num_pairs: int = 0       # (tile, Gaussian) pairs the blend read
+
+    @property
+    def visible(self) -> torch.Tensor:
+        return self.radii > 0

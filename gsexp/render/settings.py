@@ -1,0 +1,211 @@
+"""Rasterizer settings: one typed, frozen object per variant, holding only that variant's
+switches, checked here and nowhere else.
+
+    TorchSettings(blend="tcgs", precision="fp16")      # the pure-PyTorch reference
+    VanillaSettings(intersect="accutile")              # the CUDA kernels
+    GemmGsSettings(precision="tf32")
+    TcGsSettings(early_cull=False, batch=64)
+
+A variant is named by its config file (conf/rasterizer/<name>.yaml); `make_settings(name,
+**switches)` builds one by name and `from_config` from a config node with `_target_`.
+A switch the variant lacks fails with the names of the variants that have it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+from gsexp.errors import ConfigError, InvalidCombination
+from gsexp.render.constants import BLENDS, INTERSECTS, PRECISIONS
+
+BATCHES = (32, 64, 128)  # Gaussians per pipeline stage of the CUDA matrix blends
+TILE_ORDERS = ("heavy_first", "raster")
+BACKWARDS = ("exact",)  # the blend backward; room for the tensor-core form
+
+
+def _need(ok: bool, key: str, problem: str, error=ConfigError):
+    if not ok:
+        raise error(f"rasterizer.{key}: {problem}", key=key, problem=problem)
+
+
+def _choice(settings, key: str, options):
+    value = getattr(settings, key)
+    _need(value in options, key, f"{value!r} is not one of {', '.join(map(str, options))}")
+
+
+@dataclass(frozen=True)
+class RasterSettings:
+    """What every variant has. intersect: which tiles get a Gaussian's entries (aabb: the
+    3-sigma square; snugbox: the exact box of the alpha = 1/255 ellipse; accutile: only the
+    tiles that ellipse touches). timing: per-stage times in `stage_ms` (costs a sync).
+    tile_order: heavy_first runs the longest tile lists first (no effect on the image)."""
+
+    intersect: str = "aabb"
+    timing: bool = False
+    tile_order: str = "heavy_first"
+    backward: str = "exact"
+
+    name: ClassVar[str] = ""
+    backend: ClassVar[str] = ""  # torch | cuda: the module that rasterizes it
+
+    def __post_init__(self):
+        _choice(self, "intersect", INTERSECTS)
+        _choice(self, "tile_order", TILE_ORDERS)
+        _choice(self, "backward", BACKWARDS)
+        for f in dataclasses.fields(self):
+            default = f.default
+            if isinstance(default, bool):
+                _need(isinstance(getattr(self, f.name), bool), f.name,
+                      f"must be true or false, got {getattr(self, f.name)!r}")
+
+    @property
+    def formula(self) -> dict:
+        """The blend formula's arguments (reference/formulas.make_formula)."""
+        return {"blend": self.blend, "precision": getattr(self, "precision", "fp32"),
+                "g2l": getattr(self, "g2l", True), "early_cull": getattr(self, "early_cull", True),
+                "half_blend": getattr(self, "half_blend", False)}
+
+    def replace(self, **changes) -> "RasterSettings":
+        return make_settings(self.name, **{**self.switches(), **changes})
+
+    def switches(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class TorchSettings(RasterSettings):
+    """The pure-PyTorch reference (CPU or CUDA): every blend formula, precision emulated.
+    half_blend (TC-GS's fp16 accumulation) is emulated for rendering only."""
+
+    blend: str = "vanilla"
+    precision: str = "fp32"
+    g2l: bool = True
+    early_cull: bool = True
+    half_blend: bool = False
+
+    name: ClassVar[str] = "torch"
+    backend: ClassVar[str] = "torch"
+
+    def __post_init__(self):
+        super().__post_init__()
+        _choice(self, "blend", BLENDS)
+        _choice(self, "precision", PRECISIONS)
+        # A switch the formula ignores stays at its default, so a sweep never runs one variant twice.
+        b = self.blend
+        _need(b != "vanilla" or self.precision == "fp32", "precision",
+              "the vanilla formula is fp32; reduced precision applies to blend=gemm or tcgs", InvalidCombination)
+        _need(b != "vanilla" or self.g2l, "g2l", "g2l (tile-local coordinates) applies to blend=gemm or tcgs",
+              InvalidCombination)
+        _need(b == "tcgs" or self.early_cull, "early_cull", f"early_cull applies to blend=tcgs only, not {b}",
+              InvalidCombination)
+        _need(b == "tcgs" or not self.half_blend, "half_blend",
+              f"half_blend (fp16 accumulation) applies to blend=tcgs only, not {b}", InvalidCombination)
+
+
+@dataclass(frozen=True)
+class VanillaSettings(RasterSettings):
+    """CUDA, 3DGS's fp32 blend."""
+
+    name: ClassVar[str] = "vanilla"
+    backend: ClassVar[str] = "cuda"
+    blend: ClassVar[str] = "vanilla"
+
+
+@dataclass(frozen=True)
+class GemmGsSettings(RasterSettings):
+    """CUDA, GEMM-GS: each tile's exponents as one small GEMM on the tensor cores.
+    precision: operand format (fp32 runs the same dot products on CUDA cores); g2l:
+    tile-centred coordinates (without them fp16 overflows); batch: Gaussians per stage."""
+
+    precision: str = "fp16"
+    g2l: bool = True
+    batch: int = 128
+
+    name: ClassVar[str] = "gemm_gs"
+    backend: ClassVar[str] = "cuda"
+    blend: ClassVar[str] = "gemm"
+
+    def __post_init__(self):
+        super().__post_init__()
+        _choice(self, "precision", PRECISIONS)
+        _choice(self, "batch", BATCHES)
+
+
+@dataclass(frozen=True)
+class TcGsSettings(GemmGsSettings):
+    """CUDA, TC-GS: beta = ln o + power as an 8-vector GEMM; early_cull tests beta against
+    ln(1/255) before any exp; half_blend holds T and colour in fp16, as TC-GS's code."""
+
+    early_cull: bool = True
+    half_blend: bool = False
+
+    name: ClassVar[str] = "tc_gs"
+    blend: ClassVar[str] = "tcgs"
+
+
+VARIANTS: dict[str, type[RasterSettings]] = {
+    cls.name: cls for cls in (TorchSettings, VanillaSettings, GemmGsSettings, TcGsSettings)}
+_BY_TARGET = {f"{cls.__module__}.{cls.__qualname__}": cls for cls in VARIANTS.values()}
+
+
+def variants_with(key: str) -> list[str]:
+    return [name for name, cls in VARIANTS.items() if key in {f.name for f in dataclasses.fields(cls)}]
+
+
+def make_settings(name: str, **switches) -> RasterSettings:
+    """The settings of variant `name` (torch | vanilla | gemm_gs | tc_gs) with `switches`."""
+    cls = VARIANTS.get(name)
+    if cls is None:
+        raise ConfigError(f"rasterizer: unknown variant {name!r}; available: {', '.join(VARIANTS)}", key="")
+    own = {f.name for f in dataclasses.fields(cls)}
+    for key in switches:
+        if key not in own:
+            have = variants_with(key)
+            where = f"it is a switch of {', '.join(have)}" if have else "no variant has it"
+            problem = f"{name} has no switch {key!r} ({where}); {name}'s switches: {', '.join(sorted(own))}"
+            raise InvalidCombination(f"rasterizer.{key}: {problem}", key=key, problem=problem)
+    return cls(**switches)
+
+
+def implied(cls: type[RasterSettings], key: str):
+    """The value a variant behaves as having for a switch it lacks (vanilla is fp32, ...)."""
+    return {"blend": getattr(cls, "blend", None), "precision": "fp32", "g2l": True, "early_cull": True,
+            "half_blend": False, "batch": 128}.get(key, _MISSING)
+
+
+_MISSING = object()
+
+
+def from_config(node, sweep: bool = False) -> RasterSettings:
+    """Settings from a config mapping with `_target_` (a class of this module).
+
+    In a sweep that crosses variants with switches, a switch the variant lacks set to the
+    value the variant implies (vanilla x precision=fp32) is dropped, so that variant runs once;
+    any other value fails as an invalid combination, as it does outside sweeps."""
+    values = dict(node)
+    target = values.pop("_target_", None)
+    cls = _BY_TARGET.get(target)
+    if cls is None:
+        raise ConfigError(f"rasterizer._target_: {target!r} is not a rasterizer settings class; "
+                          f"available: {', '.join(_BY_TARGET)}", key="_target_")
+    if sweep:
+        own = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in values.items() if k in own or implied(cls, k) != v}
+    return make_settings(cls.name, **values)
+
+
+def from_keywords(backend: str = "torch", blend: str = "vanilla", **switches) -> RasterSettings:
+    """The plain-keyword form of render(): backend + blend pick the variant."""
+    if backend == "torch":
+        return make_settings("torch", blend=blend, **switches)
+    names = {"vanilla": "vanilla", "gemm": "gemm_gs", "tcgs": "tc_gs"}
+    if backend != "cuda" or blend not in names:
+        raise ConfigError(f"render: backend must be torch or cuda and blend one of {', '.join(names)}, "
+                          f"got backend={backend!r}, blend={blend!r}", key="")
+    return make_settings(names[blend], **switches)
+
+
+def reference_of(settings: RasterSettings) -> TorchSettings:
+    """The reference settings that compute what `settings` computes (for parity checks)."""
+    return TorchSettings(intersect=settings.intersect, timing=settings.timing, **settings.formula)

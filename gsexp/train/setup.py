@@ -1,0 +1,142 @@
+"""The recipe's setup steps, each a small function (as torchtune's `_setup_*`): device, data,
+model and optimizers, strategy and compression, and resuming from a checkpoint."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from gsexp.compress import make_compression
+from gsexp.config import rasterizer_settings
+from gsexp.gaussians import Gaussians, make_params
+from gsexp.render.settings import RasterSettings
+from gsexp.scene import load_scene
+from gsexp.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, set_rng_state
+from gsexp.train.params import make_optimizers
+from gsexp.train.strategy import make_strategy
+
+
+@dataclass
+class Run:
+    """Everything the loop reads and updates. `params` and `optimizers` may be replaced by
+    densification, so the loop re-reads them every step."""
+    cfg: DictConfig
+    settings: RasterSettings
+    device: torch.device
+    scene: object
+    images: list
+    params: dict
+    optimizers: dict
+    compression: object
+    strategy: object
+    state: dict
+    start: int = 0
+    order: list = field(default_factory=list)  # training views left in this pass
+
+
+def setup(cfg: DictConfig, run_dir: Path) -> Run:
+    settings = rasterizer_settings(cfg)
+    device = pick_device(cfg.device, settings)
+    seed_everything(cfg.seed)
+    scene = load_data(cfg)
+    params = {k: torch.nn.Parameter(v.to(device)) for k, v in make_params(initial_gaussians(cfg, scene)).items()}
+    optimizers = make_optimizers(params, scene.extent)
+    compression = make_compression(cfg.compress.name, **OmegaConf.to_container(cfg.compress.options, resolve=True)
+                                   ).scaled(cfg.iterations)
+    compression.setup(params, optimizers)  # e.g. the mask's own parameters
+    strategy = make_strategy(cfg.strategy.name, scene_extent=scene.extent,
+                             white_background=all(c >= 1.0 for c in scene.background),
+                             **OmegaConf.to_container(cfg.strategy.options, resolve=True)).scaled(cfg.iterations)
+    run = Run(cfg, settings, device, scene, [im.to(device) for im in scene.train_images], params, optimizers,
+              compression, strategy, strategy.initial_state())
+    resume(run, run_dir)
+    return run
+
+
+def pick_device(name: str, settings: RasterSettings) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("config key 'device': cuda requested but no CUDA device is available; use device=cpu")
+    if settings.backend == "cuda" and name != "cuda":
+        raise ValueError(f"config key 'rasterizer': rasterizer={settings.name} needs a GPU and the run is on "
+                         f"{name}; use rasterizer=torch on the CPU")
+    return torch.device(name)
+
+
+def seed_everything(seed: int):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def load_data(cfg: DictConfig):
+    d = cfg.data
+    options = dict(d.options)
+    if d.kind in ("blender", "transforms", "synthetic"):
+        options["background"] = tuple(d.background)
+    if d.kind in ("transforms", "llff", "colmap", "synthetic"):
+        options["test_every"] = d.test_every
+    if d.kind != "synthetic":
+        options["downscale"] = d.downscale
+    return load_scene(d.kind, d.path, **options)
+
+
+def initial_gaussians(cfg: DictConfig, scene) -> Gaussians:
+    m = cfg.model
+    use_points = scene.points is not None and len(scene.points) > 0 and m.init != "random"
+    if m.init == "points" and not use_points:
+        raise ValueError("config key 'model.init': 'points' but the scene has no SfM points; use init=random")
+    if use_points:
+        return Gaussians.from_points(scene.points, scene.point_colors, sh_degree=m.sh_degree,
+                                     opacity=m.init_opacity)
+    radius = m.random_radius or 0.3 * scene.extent
+    gen = torch.Generator().manual_seed(cfg.seed)
+    # Centred on the world origin, as 3DGS does for scenes without points (Blender scenes are).
+    return Gaussians.random(m.num_random, (0.0, 0.0, 0.0), radius, sh_degree=m.sh_degree,
+                            opacity=m.init_opacity, generator=gen)
+
+
+def resume(run: Run, run_dir: Path) -> None:
+    """Continue from `cfg.resume` (auto: the run's newest checkpoint, if any)."""
+    checkpoint = resolve_resume(run.cfg.resume, run_dir)
+    if checkpoint is not None:
+        run.start, run.state, run.order = restore(checkpoint, run.params, run.optimizers, run.device)
+    elif latest_checkpoint(run_dir) is not None:
+        raise ValueError(f"{run_dir} already holds checkpoints of an earlier run; pass resume=auto to "
+                         "continue it, or choose another run directory (hydra.run.dir=...)")
+
+
+def resolve_resume(resume, run_dir: Path):
+    if resume in (None, "", "null"):
+        return None
+    if resume == "auto":
+        return latest_checkpoint(run_dir)  # none yet: start fresh
+    path = Path(resume)
+    if not path.is_file():
+        raise FileNotFoundError(f"config key 'resume': checkpoint {path} not found; use resume=auto or a .pt path")
+    return path
+
+
+def restore(path: Path, params, optimizers, device):
+    ckpt = load_checkpoint(path)
+    for name, value in ckpt["params"].items():
+        params[name] = torch.nn.Parameter(value.to(device))
+        optimizers[name].param_groups[0]["params"] = [params[name]]
+        optimizers[name].state.clear()
+        optimizers[name].load_state_dict(ckpt["optimizers"][name])
+    set_rng_state(ckpt["rng"])
+    state = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in ckpt["strategy"].items()}
+    return ckpt["step"], state, ckpt["order"].tolist()
+
+
+def payload(run: Run, step: int) -> dict:
+    """Everything a resumed run needs to continue exactly: the views left in this pass too."""
+    return {"step": step, "order": torch.tensor(run.order, dtype=torch.long),
+            "params": {k: v.detach().cpu() for k, v in run.params.items()},
+            "optimizers": {k: o.state_dict() for k, o in run.optimizers.items()},
+            "strategy": run.state, "rng": rng_state(), "config": OmegaConf.to_container(run.cfg, resolve=True)}
