@@ -7,7 +7,9 @@ inside a multirun the other jobs go on, a single run exits non-zero.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -19,14 +21,17 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from gsexp.config import force_rasterizer_switches, validate
+from gsexp.config import check_machine, force_rasterizer_switches, validate
 from gsexp.errors import ConfigError, InvalidCombination
 from gsexp.sweep import gpu_pool
 from gsexp.track import make_logger, run_name_from_overrides, tags_from_choices
 from gsexp.track.local import LocalLogger
 
-OmegaConf.register_new_resolver("gsexp_run_name", lambda s: run_name_from_overrides(s.split(",") if s else []),
-                                replace=True)
+log = logging.getLogger("gsexp.train")
+# The run folder's name: `name=` when given, else the overrides (less those that do not change
+# what is trained, e.g. iterations and resume, so that a finished run can be extended).
+OmegaConf.register_new_resolver(
+    "gsexp_run_name", lambda s, name=None: name or run_name_from_overrides(s.split(",") if s else []), replace=True)
 # Parallel jobs for hydra/launcher=gpus: one per GPU, or half the cores for CPU jobs.
 OmegaConf.register_new_resolver("gsexp_pool_size", lambda: len(gpu_pool.visible_devices())
                                 or max(1, (os.cpu_count() or 2) // 2), replace=True)
@@ -40,6 +45,14 @@ def main(cfg: DictConfig):
     sweep = hc.mode == RunMode.MULTIRUN
     try:
         cfg = validate(cfg, sweep)
+        check_machine(cfg)
+    except ConfigError as err:
+        if sweep:  # the sweep's table lists the job as invalid (or failed)
+            record_failure(run_dir, err, overrides)
+        else:  # nothing of a run that never started stays behind
+            remove_if_only_hydra(run_dir)
+        return fail(run_dir, err, sweep, started=False)
+    try:
         with gpu_pool.claim(Path(hc.sweep.dir) / ".gpu_locks") if sweep else nullcontext() as gpu:
             summary = run(cfg, hc, run_dir, overrides, gpu)
         print(f"[gsexp] {run_dir}: test PSNR {summary['psnr']:.2f} dB, SSIM {summary['ssim']:.4f}, "
@@ -48,12 +61,47 @@ def main(cfg: DictConfig):
         return summary["psnr"]
     except Exception as err:  # the run is recorded as failed; nothing already written is touched
         record_failure(run_dir, err, overrides)
-        if not isinstance(err, (ConfigError, FileNotFoundError)):  # a bug, not bad input: show where
-            traceback.print_exc()
-        print(f"[gsexp] {run_dir}: FAILED: {type(err).__name__}: {err}", file=sys.stderr)
-        if hc.mode == RunMode.MULTIRUN:
-            return None
-        raise SystemExit(1) from err
+        return fail(run_dir, err, sweep, started=True)
+
+
+def is_user_error(err: Exception) -> bool:
+    """Bad config, data, input files or environment: one line, no traceback on the console."""
+    from gsexp.render.cuda.build import CudaUnavailable
+
+    return isinstance(err, (ValueError, FileNotFoundError, NotADirectoryError, CudaUnavailable))
+
+
+def fail(run_dir: Path, err: Exception, sweep: bool, started: bool):
+    """A user error prints one line (its traceback goes to the run's train.log) and exits with 2;
+    a bug prints its traceback and exits with 1. Inside a multirun the other jobs go on."""
+    user = is_user_error(err)
+    if started:
+        to_log_file("".join(traceback.format_exception(err)))
+    if not user:
+        traceback.print_exception(err)
+    where = f" ({run_dir})" if started else ""
+    print(f"[gsexp] error{where}: {err}", file=sys.stderr)
+    if sweep:
+        return None
+    raise SystemExit(2 if user else 1)
+
+
+def to_log_file(text: str) -> None:
+    """Into the run's train.log (Hydra's file handler) and not onto the console."""
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, text, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+
+
+def remove_if_only_hydra(run_dir: Path) -> None:
+    """Hydra makes the run folder before validation; remove it when it holds nothing else."""
+    if not run_dir.is_dir():
+        return
+    extra = [p for p in run_dir.iterdir() if p.name not in (".hydra", "train.log")]
+    log_file = run_dir / "train.log"
+    if not extra and (not log_file.exists() or log_file.stat().st_size == 0):
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | None) -> dict:

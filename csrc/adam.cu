@@ -131,10 +131,17 @@ void check_tensor(const torch::Tensor& t, const torch::Tensor& like, const char*
   TORCH_CHECK(t.is_contiguous(), "fused_adam: ", name, "[", k, "] must be contiguous");
 }
 
+// "[3, 16]": streaming t.sizes() from an nvcc-built file crashed on the H200 (see ssim.cu).
+std::string shape_of(const torch::Tensor& t) {
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+  return s + "]";
+}
+
 void check_like(const torch::Tensor& t, const torch::Tensor& param, const char* name, size_t k) {
   check_tensor(t, param, name, k);
-  TORCH_CHECK(t.sizes() == param.sizes(), "fused_adam: ", name, "[", k, "] has shape ", t.sizes(),
-              ", the param has ", param.sizes());
+  TORCH_CHECK(t.sizes() == param.sizes(), "fused_adam: ", name, "[", k, "] has shape ", shape_of(t),
+              ", the param has ", shape_of(param));
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -162,7 +169,7 @@ void fused_adam(std::vector<torch::Tensor> params, std::vector<torch::Tensor> gr
                 ", the params on ", params[0].device());
     TORCH_CHECK(visible->scalar_type() == torch::kBool && visible->dim() == 1 && visible->is_contiguous(),
                 "fused_adam: visible must be a contiguous 1-D bool tensor, got ", visible->scalar_type(), " ",
-                visible->sizes());
+                shape_of(*visible));
     vis = visible->data_ptr<bool>();
   }
   Table t{};
@@ -175,7 +182,7 @@ void fused_adam(std::vector<torch::Tensor> params, std::vector<torch::Tensor> gr
     const int64_t numel = params[k].numel();
     if (visible) {
       TORCH_CHECK(params[k].dim() >= 1 && params[k].size(0) == visible->size(0), "fused_adam: params[", k,
-                  "] has shape ", params[k].sizes(), "; the visible mask needs ", visible->size(0), " rows");
+                  "] has shape ", shape_of(params[k]), "; the visible mask needs ", visible->size(0), " rows");
       t.row_size[k] = visible->size(0) > 0 ? numel / visible->size(0) : 1;
     }
     t.param[k] = params[k].data_ptr<float>();

@@ -9,17 +9,20 @@
 namespace {
 
 // The tiles are those preprocess counted: the same routine (intersect.cuh) on the same inputs.
+// Pairs at or past `capacity` are dropped (the buffers' size; the caller checks the count).
 __global__ void duplicate_kernel(int n, const float2* __restrict__ means2d, const float4* __restrict__ conic_opacity,
                                  const int* __restrict__ radii, const float* __restrict__ depths,
-                                 const int64_t* __restrict__ offsets, Camera cam, int intersect, uint64_t* keys,
-                                 int32_t* values) {
+                                 const int64_t* __restrict__ offsets, Camera cam, int intersect, int64_t capacity,
+                                 uint64_t* keys, int32_t* values) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n || radii[i] <= 0) return;
   int64_t out = i == 0 ? 0 : offsets[i - 1];  // offsets: inclusive prefix sum of tiles touched
   const uint64_t depth_bits = __float_as_uint(depths[i]);  // z > 0: bits order like the floats
   auto emit = [&](int x, int y) {
-    keys[out] = ((uint64_t)(y * cam.tiles_x + x) << 32) | depth_bits;
-    values[out] = i;
+    if (out < capacity) {
+      keys[out] = ((uint64_t)(y * cam.tiles_x + x) << 32) | depth_bits;
+      values[out] = i;
+    }
     ++out;
   };
   int x0, y0, x1, y1;
@@ -37,31 +40,28 @@ __global__ void duplicate_kernel(int n, const float2* __restrict__ means2d, cons
     for (int x = x0; x < x1; ++x) emit(x, y);
 }
 
-__global__ void tile_ranges_kernel(int num_pairs, const uint64_t* __restrict__ keys, int2* ranges) {
+// Keys of unused buffer slots carry tile = num_tiles and sort last: they end the last range.
+__global__ void tile_ranges_kernel(int num_pairs, int num_tiles, const uint64_t* __restrict__ keys, int2* ranges) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= num_pairs) return;
-  int tile = (int)(keys[i] >> 32);
-  if (i == 0) {
-    ranges[tile].x = 0;
-  } else {
-    int prev = (int)(keys[i - 1] >> 32);
-    if (prev != tile) {
-      ranges[prev].y = i;
-      ranges[tile].x = i;
-    }
+  const int tile = (int)(keys[i] >> 32);
+  const int prev = i == 0 ? -1 : (int)(keys[i - 1] >> 32);
+  if (prev != tile) {
+    if (prev >= 0) ranges[prev].y = i;
+    if (tile < num_tiles) ranges[tile].x = i;
   }
-  if (i == num_pairs - 1) ranges[tile].y = num_pairs;
+  if (i == num_pairs - 1 && tile < num_tiles) ranges[tile].y = num_pairs;
 }
 
 }  // namespace
 
 void launch_duplicate(int n, const float* means2d, const float* conic_opacity, const int* radii,
-                      const float* depths, const int64_t* offsets, const Camera& cam, int intersect, uint64_t* keys,
-                      int32_t* values, cudaStream_t stream) {
+                      const float* depths, const int64_t* offsets, const Camera& cam, int intersect,
+                      int64_t capacity, uint64_t* keys, int32_t* values, cudaStream_t stream) {
   if (n == 0) return;
   duplicate_kernel<<<(n + 255) / 256, 256, 0, stream>>>(
       n, reinterpret_cast<const float2*>(means2d), reinterpret_cast<const float4*>(conic_opacity), radii, depths,
-      offsets, cam, intersect, keys, values);
+      offsets, cam, intersect, capacity, keys, values);
 }
 
 size_t sort_temp_bytes(int num_pairs, int end_bit) {
@@ -78,8 +78,9 @@ void sort_pairs(void* temp, size_t temp_bytes, const uint64_t* keys_in, uint64_t
                                   num_pairs, 0, end_bit, stream);
 }
 
-void launch_tile_ranges(int num_pairs, const uint64_t* sorted_keys, int* ranges, cudaStream_t stream) {
+void launch_tile_ranges(int num_pairs, int num_tiles, const uint64_t* sorted_keys, int* ranges,
+                        cudaStream_t stream) {
   if (num_pairs == 0) return;
   tile_ranges_kernel<<<(num_pairs + 255) / 256, 256, 0, stream>>>(
-      num_pairs, sorted_keys, reinterpret_cast<int2*>(ranges));
+      num_pairs, num_tiles, sorted_keys, reinterpret_cast<int2*>(ranges));
 }

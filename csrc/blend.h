@@ -6,17 +6,23 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
+#include "config.h"
+
 // Operand formats of the matrix blends (fp32: the same dot products on CUDA cores).
 enum { PREC_FP32 = 0, PREC_TF32 = 1, PREC_FP16 = 2 };
 
-// Switches of the matrix blends (gemm_gs, tc_gs); the vanilla blend ignores them.
-struct MatrixOptions {
-  bool tcgs;        // TC-GS's beta = ln o + power (else GEMM-GS's power)
-  bool g2l;         // tile-centred coordinates
-  bool early_cull;  // tcgs: test beta against ln(1/255) before the exp
-  bool half_blend;  // tcgs: T and colour held in fp16, as TC-GS's code
-  int precision;    // PREC_*
-  int batch;        // Gaussians per pipeline stage: 32, 64 or 128
+// Every switch of a rasterizer variant (gsexp/render/settings.py), filled once per settings
+// object by gsexp/render/cuda (options_of); the blends read the ones they have.
+struct RasterOptions {
+  int blend = BLEND_VANILLA;  // BLEND_*
+  int precision = PREC_FP32;  // PREC_*: operands of the matrix blends
+  bool g2l = true;            // matrix blends: tile-centred coordinates
+  bool early_cull = true;     // tc_gs: test beta against ln(1/255) before the exp
+  bool half_blend = false;    // tc_gs: T and colour held in fp16, as TC-GS's code
+  int batch = 128;            // matrix blends: Gaussians per pipeline stage (32, 64 or 128)
+  int intersect = INTERSECT_AABB;
+  bool heavy_first = true;    // blocks take the longest tile lists first
+  bool timing = false;        // CUDA events per stage (reading them syncs)
 };
 
 struct BlendArgs {
@@ -34,7 +40,7 @@ struct BlendArgs {
   float* final_T;  // [H,W]
   int* n_contrib;  // [H,W] list position (1-based) of the last contributor
   int* hit_counts;  // [N] or null: pixels each Gaussian contributes to, added (vanilla only)
-  MatrixOptions matrix;
+  RasterOptions options;
 };
 
 void launch_blend_vanilla(const BlendArgs& args, cudaStream_t stream);

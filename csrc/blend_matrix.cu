@@ -114,7 +114,7 @@ __device__ inline void pixel_vector(float u, float v, float f[8]) {
 // their rounding is the whole error budget) and in fp32 otherwise, where rounding the
 // operands to 10 mantissa bits dominates.
 template <int PREC>
-__device__ inline float gaussian_vector(float2 mean, float4 co, int ox, int oy, const MatrixOptions& opt, float g[8]) {
+__device__ inline float gaussian_vector(float2 mean, float4 co, int ox, int oy, const RasterOptions& opt, float g[8]) {
   using Real = std::conditional_t<PREC == PREC_FP32, double, float>;
   const Real cx = opt.g2l ? ox + (Real)TILE_CENTER : (Real)0, cy = opt.g2l ? oy + (Real)TILE_CENTER : (Real)0;
   const Real mx = (Real)mean.x - cx, my = (Real)mean.y - cy;
@@ -126,7 +126,7 @@ __device__ inline float gaussian_vector(float2 mean, float4 co, int ox, int oy, 
   g[4] = -0.5f * co.z;
   g[5] = -co.y;
   float level = co.w;
-  if (opt.tcgs) {  // the constant (with ln o) split in thirds keeps each operand small
+  if (opt.blend == BLEND_TCGS) {  // the constant (with ln o) split in thirds keeps each operand small
     const Real log_o = log((Real)co.w);
     g[0] = g[6] = g[7] = (float)((k + log_o) / (Real)3);
     level = (float)log_o;
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs ar
   __shared__ float s_level[BATCH];                 // o (gemm) or ln o (tcgs)
   __shared__ __align__(16) float s_slab[WARPS][32][SLAB_STRIDE];
 
-  const MatrixOptions opt = args.matrix;
+  const RasterOptions opt = args.options;
   const bool cull = !TCGS || opt.early_cull;
   const TilePixel tp = tile_pixel(args.ranges, args.tile_order, args.tiles_x, args.width, args.height);
   const int ox = (tp.tile % args.tiles_x) * TILE_SIZE, oy = (tp.tile / args.tiles_x) * TILE_SIZE;
@@ -329,7 +329,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs ar
 
 template <int PREC, bool TCGS>
 void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
-  switch (args.matrix.batch) {
+  switch (args.options.batch) {
     case 32: blend_matrix_kernel<PREC, 32, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
     case 64: blend_matrix_kernel<PREC, 64, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
     default: blend_matrix_kernel<PREC, 128, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
@@ -338,7 +338,7 @@ void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
 
 template <int PREC>
 void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
-  if (args.matrix.tcgs)
+  if (args.options.blend == BLEND_TCGS)
     launch<PREC, true>(args, tiles, stream);
   else
     launch<PREC, false>(args, tiles, stream);
@@ -349,7 +349,7 @@ void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
 void launch_blend_matrix(const BlendArgs& args, cudaStream_t stream) {
   int tiles = args.tiles_x * args.tiles_y;
   if (tiles == 0) return;
-  switch (args.matrix.precision) {
+  switch (args.options.precision) {
     case PREC_FP32: launch<PREC_FP32>(args, tiles, stream); break;
     case PREC_TF32: launch<PREC_TF32>(args, tiles, stream); break;
     default: launch<PREC_FP16>(args, tiles, stream); break;

@@ -15,19 +15,6 @@
 #include "train_ops.h"
 #include "train_ops_adam.h"
 
-// Every switch of a rasterizer variant, filled once per settings object by gsexp/render/cuda.
-struct RasterOptions {
-  int blend = BLEND_VANILLA;  // BLEND_*
-  int precision = PREC_FP32;  // PREC_*: operands of the matrix blends
-  bool g2l = true;            // matrix blends: tile-centred coordinates
-  bool early_cull = true;     // tc_gs: beta tested before the exp
-  bool half_blend = false;    // tc_gs: T and colour in fp16
-  int batch = 128;            // matrix blends: Gaussians per pipeline stage
-  int intersect = INTERSECT_AABB;
-  bool heavy_first = true;    // blocks take the longest tile lists first
-  bool timing = false;        // CUDA events per stage (reading them syncs)
-};
-
 namespace {
 
 using Stages = std::map<std::string, double>;
@@ -101,8 +88,8 @@ int bit_width(int64_t v) {
   return bits;
 }
 
-// The matrix blends' switches, checked once here for every caller.
-MatrixOptions matrix_options(const RasterOptions& o) {
+// The options' ids and combinations, checked once here for every caller.
+void check_options(const RasterOptions& o) {
   TORCH_CHECK(o.blend >= BLEND_VANILLA && o.blend <= BLEND_TCGS, "gsexp cuda rasterizer: unknown blend id ", o.blend);
   TORCH_CHECK(o.precision >= PREC_FP32 && o.precision <= PREC_FP16, "gsexp cuda rasterizer: unknown precision id ",
               o.precision);
@@ -112,7 +99,6 @@ MatrixOptions matrix_options(const RasterOptions& o) {
               "gsexp cuda rasterizer: batch must be 32, 64 or 128, got ", o.batch);
   TORCH_CHECK(o.intersect >= INTERSECT_AABB && o.intersect <= INTERSECT_ACCUTILE,
               "gsexp cuda rasterizer: unknown intersect id ", o.intersect);
-  return {o.blend == BLEND_TCGS, o.g2l, o.early_cull, o.half_blend, o.precision, o.batch};
 }
 
 // Blocks take tiles longest list first, so the heavy tiles do not start in the last wave and
@@ -141,11 +127,13 @@ GaussianParams params(const torch::Tensor& means, const torch::Tensor& log_scale
 }  // namespace
 
 // means2d: an [N,2] buffer the projected means are written into (the caller's gradient holder).
+// capacity: 0 reads the pair count back (a host sync); > 0 sizes the pair buffers instead (no sync).
 // hit_counts: an optional [N] int32 the vanilla blend adds each Gaussian's contributed pixels to.
 std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
     torch::Tensor means, torch::Tensor log_scales, torch::Tensor quats, torch::Tensor opacity_logits,
     torch::Tensor sh, torch::Tensor means2d, int64_t degree, std::vector<double> camera,
-    torch::Tensor background, const RasterOptions& options, std::optional<torch::Tensor> hit_counts) {
+    torch::Tensor background, const RasterOptions& options, int64_t capacity,
+    std::optional<torch::Tensor> hit_counts) {
   const int64_t n = means.size(0);
   const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh);
   check_input(means2d, "means2d", {n, 2});
@@ -154,7 +142,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   TORCH_CHECK(degree >= 0 && degree <= 3 && (degree + 1) * (degree + 1) <= num_bases,
               "gsexp cuda rasterizer: sh_degree ", degree, " needs ", (degree + 1) * (degree + 1),
               " SH coefficients, the Gaussians have ", num_bases);
-  const MatrixOptions matrix = matrix_options(options);
+  check_options(options);
   const int mode = options.intersect;
   int* hits = nullptr;
   if (hit_counts) {
@@ -182,19 +170,25 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   timer.mark("preprocess");
 
   auto offsets = torch::cumsum(touched, 0, torch::kInt64);
-  const int64_t num_pairs = n > 0 ? offsets[n - 1].item<int64_t>() : 0;  // the one host sync
+  const int num_tiles = cam.tiles_x * cam.tiles_y;
+  const int end_bit = 32 + bit_width(num_tiles);
+  // The pair count is read back (the one host sync), unless the caller gives a capacity: then the
+  // buffers hold that many pairs, unused slots sort last, pairs past it are dropped, and the count
+  // stays on the device for the caller to check later.
+  auto count = n > 0 ? offsets.narrow(0, n - 1, 1) : torch::zeros({1}, offsets.options());
+  const int64_t num_pairs = capacity > 0 ? capacity : count.item<int64_t>();
   TORCH_CHECK(num_pairs < (1LL << 31), "gsexp cuda rasterizer: ", num_pairs,
               " (tile, Gaussian) pairs exceed the 2^31 limit; render at a lower resolution");
-  auto keys = torch::empty({num_pairs}, f32.dtype(torch::kInt64));
+  const int64_t unused_key = ((int64_t)num_tiles << 32) | 0xFFFFFFFFLL;  // sorts after every pair
+  auto keys = capacity > 0 ? torch::full({num_pairs}, unused_key, f32.dtype(torch::kInt64))
+                           : torch::empty({num_pairs}, f32.dtype(torch::kInt64));
   auto values = torch::empty({num_pairs}, i32);
   launch_duplicate((int)n, means2d.data_ptr<float>(), conic_opacity.data_ptr<float>(), radii.data_ptr<int>(),
-                   depths.data_ptr<float>(), offsets.data_ptr<int64_t>(), cam, mode, reinterpret_cast<uint64_t*>(keys.data_ptr<int64_t>()),
-                   values.data_ptr<int32_t>(), stream);
+                   depths.data_ptr<float>(), offsets.data_ptr<int64_t>(), cam, mode, num_pairs,
+                   reinterpret_cast<uint64_t*>(keys.data_ptr<int64_t>()), values.data_ptr<int32_t>(), stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("duplicate");
 
-  const int num_tiles = cam.tiles_x * cam.tiles_y;
-  const int end_bit = 32 + bit_width(num_tiles);
   auto sorted_keys = torch::empty_like(keys);
   auto point_list = torch::empty_like(values);
   if (num_pairs > 0) {
@@ -208,7 +202,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   timer.mark("sort");
 
   auto ranges = torch::zeros({num_tiles, 2}, i32);
-  launch_tile_ranges((int)num_pairs, reinterpret_cast<uint64_t*>(sorted_keys.data_ptr<int64_t>()),
+  launch_tile_ranges((int)num_pairs, num_tiles, reinterpret_cast<uint64_t*>(sorted_keys.data_ptr<int64_t>()),
                      ranges.data_ptr<int>(), stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("ranges");
@@ -220,13 +214,13 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   BlendArgs args{ranges.data_ptr<int>(), data_or_null(order), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
                  conic_opacity.data_ptr<float>(), colors.data_ptr<float>(), background.data_ptr<float>(),
                  cam.width, cam.height, cam.tiles_x, cam.tiles_y,
-                 image.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>(), hits, matrix};
+                 image.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>(), hits, options};
   if (options.blend == BLEND_VANILLA) launch_blend_vanilla(args, stream);
   else launch_blend_matrix(args, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("blend");
 
-  return {{image, final_T, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges, order},
+  return {{image, final_T, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges, order, count},
           timer.read()};
 }
 

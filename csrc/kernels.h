@@ -53,17 +53,20 @@ void launch_preprocess_backward(int n, const GaussianParams& g, int num_bases, i
                                 cudaStream_t stream);
 
 // ---- binning.cu -------------------------------------------------------------------------
-// Keys tile << 32 | depth bits, one per (Gaussian, tile) pair, on the tiles preprocess counted.
+// Keys tile << 32 | depth bits, one per (Gaussian, tile) pair, on the tiles preprocess counted;
+// pairs at or past `capacity` (the buffers' size) are dropped.
 void launch_duplicate(int n, const float* means2d, const float* conic_opacity, const int* radii,
                       const float* depths, const int64_t* offsets, const Camera& cam, int intersect,
-                      uint64_t* keys, int32_t* values, cudaStream_t stream);
+                      int64_t capacity, uint64_t* keys, int32_t* values, cudaStream_t stream);
 // Bytes of temporary storage the radix sort needs for `num_pairs`.
 size_t sort_temp_bytes(int num_pairs, int end_bit);
 void sort_pairs(void* temp, size_t temp_bytes, const uint64_t* keys_in, uint64_t* keys_out,
                 const int32_t* values_in, int32_t* values_out, int num_pairs, int end_bit,
                 cudaStream_t stream);
-// ranges [tiles, 2]: start/end of each tile's run of sorted keys (zeroed by the caller).
-void launch_tile_ranges(int num_pairs, const uint64_t* sorted_keys, int* ranges, cudaStream_t stream);
+// ranges [tiles, 2]: start/end of each tile's run of sorted keys (zeroed by the caller); keys
+// of tile num_tiles mark unused slots.
+void launch_tile_ranges(int num_pairs, int num_tiles, const uint64_t* sorted_keys, int* ranges,
+                        cudaStream_t stream);
 
 // ---- backward.cu: the exact fp32 backward every blend variant shares ----------------------
 struct BlendBackwardArgs {

@@ -32,7 +32,8 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     sh_degree: int = 3
-    init: str = "auto"
+    init: str = "auto"        # auto | points | random | ply (model.ply: start from that model)
+    ply: Optional[str] = None
     num_random: int = 20000
     random_radius: Optional[float] = None
     init_opacity: float = 0.1
@@ -72,6 +73,7 @@ class TrainConfig:
     compress: CompressConfig = field(default_factory=CompressConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
+    name: Optional[str] = None
     iterations: int = 3000
     seed: int = 0
     resume: Optional[str] = None
@@ -85,8 +87,21 @@ class TrainConfig:
     sparse_adam: bool = False  # Adam moves only the Gaussians the view saw (a quality trade)
     fused_ssim: bool = True    # on a GPU: csrc/ssim.cu instead of torchmetrics' convolutions
     fused_adam: bool = True    # on a GPU: one launch for every parameter instead of torch's Adam per tensor
+    pair_capacity: bool = False  # CUDA: size pair buffers from recent counts instead of a host sync per step
     eval_lpips: Any = "auto"
     lpips_net: str = "vgg"
+
+
+def check_machine(cfg: DictConfig) -> None:
+    """What the config asks of this machine (a GPU), checked before any work."""
+    import torch
+
+    raster = rasterizer_settings(cfg)
+    wants = f"rasterizer={raster.name}" if raster.backend == "cuda" else "device=cuda" if cfg.device == "cuda" else None
+    if wants and not torch.cuda.is_available():
+        key = "rasterizer" if raster.backend == "cuda" else "device"
+        raise ConfigError(f"config key '{key}': {wants} needs a CUDA GPU and this machine has none; "
+                          "use rasterizer=torch (device=auto or cpu)", key=key)
 
 
 def force_rasterizer_switches(overrides: list[str]) -> list[str]:
@@ -138,7 +153,13 @@ def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
     need(merged.data.downscale >= 1, "data.downscale", f"must be an integer >= 1, got {merged.data.downscale}")
     need(len(merged.data.background) == 3, "data.background", "must be 3 values (r, g, b)")
     choice("data.kind", DATA_KINDS)
-    choice("model.init", ("auto", "points", "random"))
+    need(merged.resume in (None, "", "auto") or Path(merged.resume).is_file(), "resume",
+         f"{merged.resume} is not a file; use resume=auto (the run's newest checkpoint) or a checkpoint's path")
+    choice("model.init", ("auto", "points", "random", "ply"))
+    if merged.model.init == "ply":
+        need(merged.model.ply is not None, "model.ply", "model.init=ply needs model.ply=<a .ply file>")
+        need(Path(merged.model.ply).is_file(), "model.ply",
+             f"{merged.model.ply} is not a file (relative paths are from {Path.cwd()})")
     raster = rasterizer_settings(merged, sweep)
     merged.rasterizer = {"_target_": merged.rasterizer._target_, **raster.switches()}  # as the run uses them
     need(raster.backend != "cuda" or merged.device != "cpu", "device",

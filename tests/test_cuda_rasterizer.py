@@ -133,3 +133,24 @@ def test_training_with_the_cuda_rasterizer(tmp_path):
     assert summary["status"] == "ok"
     assert summary["psnr"] > 30.0
     assert summary["num_gaussians"] > 1000  # densification ran
+
+
+@pytest.mark.parametrize("intersect", ["aabb", "accutile"])
+def test_a_pair_capacity_renders_the_same_without_reading_the_count(intersect):
+    """render(capacity=...) sizes the pair buffers instead of a host sync: at or above the true
+    count the image and gradients are those of the exact path; below it pairs are dropped and
+    the count on the device says so."""
+    g, cam = cuda_scene(*SCENES[3])
+    g = g.map(lambda t: t.requires_grad_())
+    settings = make_settings("tc_gs", intersect=intersect)
+    exact = render(g, cam, settings, background=BACKGROUND)
+    grads = torch.autograd.grad(exact.image.sum(), [g.means, g.opacity_logits, g.sh])
+    for capacity in (exact.num_pairs, 2 * exact.num_pairs + 7):
+        out = render(g, cam, settings, background=BACKGROUND, capacity=capacity)
+        assert torch.is_tensor(out.num_pairs) and out.num_pairs.item() == exact.num_pairs
+        assert torch.equal(out.image, exact.image) and torch.equal(out.n_contrib, exact.n_contrib)
+        for a, b in zip(torch.autograd.grad(out.image.sum(), [g.means, g.opacity_logits, g.sh]), grads):
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-7 * b.abs().max().item())
+    short = render(g, cam, settings, background=BACKGROUND, capacity=exact.num_pairs // 2)
+    assert short.num_pairs.item() == exact.num_pairs  # the caller sees that pairs were dropped
+    assert not torch.equal(short.image, exact.image)

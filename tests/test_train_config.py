@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 from gsexp.config import ConfigError, force_rasterizer_switches, validate
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-OmegaConf.register_new_resolver("gsexp_run_name", lambda s: s or "default", replace=True)
+OmegaConf.register_new_resolver("gsexp_run_name", lambda s, name=None: name or s or "default", replace=True)
 
 
 def options(group: str) -> list[str]:

@@ -141,7 +141,8 @@ def test_kill_and_resume_matches_an_uninterrupted_run(tmp_path):
     assert ckpts, "no checkpoint before the kill"
     for c in ckpts:  # every file under a final name is complete
         torch.load(c, weights_only=True)
-    at_cut = len(torch.load(ckpts[-1], weights_only=True)["params"]["means"])
+    cut_ckpt = torch.load(ckpts[-1], weights_only=True)
+    at_cut = len(cut_ckpt["params"]["means"])
 
     run_train([*args, "resume=auto"], tmp_path / "cut")
     resumed = torch.load(sorted((tmp_path / "cut").rglob("step_000060.pt"))[0], weights_only=True)
@@ -150,6 +151,17 @@ def test_kill_and_resume_matches_an_uninterrupted_run(tmp_path):
     assert len(resumed["params"]["means"]) == len(full_ckpt["params"]["means"])
     assert torch.equal(resumed["params"]["means"], full_ckpt["params"]["means"])
     assert full.returncode == 0
+    # The summary and metrics describe the run, not its last attempt.
+    (summary,) = summaries(tmp_path / "cut").values()
+    assert summary["status"] == "ok" and summary["error"] is None and summary["attempts"] == 2
+    assert summary["train_seconds"] >= cut_ckpt["train_seconds"] > 0
+    rows = [json.loads(x) for x in next((tmp_path / "cut").rglob("metrics.jsonl")).read_text().splitlines()]
+    steps = [r["step"] for r in rows if "train/loss" in r]
+    assert len(steps) == len(set(steps)) == len([r for r in full_rows(tmp_path / "full") if "train/loss" in r])
+
+
+def full_rows(root: Path) -> list[dict]:
+    return [json.loads(x) for x in next(root.rglob("metrics.jsonl")).read_text().splitlines()]
 
 
 def test_rerun_without_resume_keeps_the_earlier_run(tmp_path):

@@ -17,20 +17,20 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-FAST = ["rasterizer=tc_gs", "rasterizer.intersect=accutile"]
-CONFIGS = {
-    "fast": FAST,                                                   # every pure speed-up (the defaults)
-    "vanilla_fast": ["rasterizer=vanilla", "rasterizer.intersect=accutile"],
-    "sparse_adam": [*FAST, "sparse_adam=true"],
-    "no_fused_ssim": [*FAST, "fused_ssim=false"],
-    "no_fused_adam": [*FAST, "fused_adam=false"],
-    "no_fused": [*FAST, "fused_ssim=false", "fused_adam=false"],
+CONFIGS = {  # overrides on top of experiment=lego_fast (tc_gs + accutile, every pure speed-up)
+    "fast": [],
+    "vanilla_fast": ["rasterizer=vanilla"],
+    "no_sync": ["pair_capacity=true"],                      # pair buffers from recent counts
+    "sparse_adam": ["sparse_adam=true"],
+    "no_fused_ssim": ["fused_ssim=false"],
+    "no_fused_adam": ["fused_adam=false"],
+    "no_fused": ["fused_ssim=false", "fused_adam=false"],
 }
 
 
 def train(name: str, overrides: list[str], data: str, iterations: int, out: Path) -> dict:
     run_dir = out / name
-    cmd = [sys.executable, "train.py", "experiment=lego_cuda", f"data.path={data}", f"iterations={iterations}",
+    cmd = [sys.executable, "train.py", "experiment=lego_fast", f"data.path={data}", f"iterations={iterations}",
            "logger=none", "checkpoint_every=0", f"hydra.run.dir={run_dir}", *overrides]
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, cwd=REPO, check=True)

@@ -75,6 +75,14 @@ class Gaussians:
     def __getitem__(self, index) -> "Gaussians":
         return self.map(lambda t: t[index])
 
+    def with_sh_degree(self, degree: int) -> "Gaussians":
+        """The same Gaussians storing `degree` SH bands: higher bands cut, missing ones zero."""
+        bases = num_sh_bases(degree)
+        sh = self.sh[:, :bases]
+        if sh.shape[1] < bases:
+            sh = torch.cat([sh, sh.new_zeros(len(self), bases - sh.shape[1], 3)], 1)
+        return Gaussians(self.means, self.log_scales, self.quats, self.opacity_logits, sh.contiguous(), degree)
+
     @classmethod
     def from_points(cls, points: torch.Tensor, colors: torch.Tensor | None = None, *,
                     sh_degree: int = 3, opacity: float = 0.1) -> "Gaussians":

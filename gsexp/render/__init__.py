@@ -43,20 +43,23 @@ def background_tensor(background, device: torch.device) -> torch.Tensor:
 
 
 def render(gaussians, camera, settings: RasterSettings | None = None, *, background=(0.0, 0.0, 0.0),
-           sh_degree: int | None = None, **keywords) -> RenderOutput:
+           sh_degree: int | None = None, capacity: int | None = None, **keywords) -> RenderOutput:
     """Render `gaussians` from `camera` with `settings` (default: the reference, vanilla).
 
     Without `settings`, keywords build them: backend (torch | cuda), blend (vanilla | gemm |
     tcgs) and the variant's switches, e.g. render(g, cam, backend="cuda", blend="tcgs",
     intersect="accutile"). sh_degree: SH bands to use (default: all stored).
     `out.means2d.grad` after backward() is the screen-space gradient.
+    capacity (CUDA): size the (tile, Gaussian) pair buffers instead of reading the pair count
+    back, which spares a host sync; `out.num_pairs` is then a device tensor, and pairs past the
+    capacity are dropped, so check it (gsexp.train.pairs does, for training).
     """
     if settings is None:
         settings = from_keywords(**keywords)
     elif keywords:
         raise TypeError(f"render: pass switches in the settings object, not as keywords ({', '.join(keywords)})")
     bg = background_tensor(background, gaussians.means.device)
-    return backend_of(settings).rasterize(gaussians, camera, settings, bg, sh_degree)
+    return backend_of(settings).rasterize(gaussians, camera, settings, bg, sh_degree, capacity)
 
 
 def hit_counts(gaussians, camera, settings: RasterSettings | None = None) -> torch.Tensor:

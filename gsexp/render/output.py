@@ -17,7 +17,7 @@ class RenderOutput:
     means2d: torch.Tensor    # [N,2] pixel coordinates; .grad after backward (densification)
     depths: torch.Tensor     # [N] view-space z
     stage_ms: dict = field(default_factory=dict)  # filled when settings.timing (backward: after it)
-    num_pairs: int = 0       # (tile, Gaussian) pairs the blend read
+    num_pairs: int = 0       # (tile, Gaussian) pairs (a device tensor when render() had a capacity)
 
     @property
     def visible(self) -> torch.Tensor:

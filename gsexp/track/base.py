@@ -26,6 +26,9 @@ class Logger:
     def summary(self, values: dict) -> None:
         pass
 
+    def rewind(self, step: int) -> None:
+        """A run resumed from the checkpoint at `step`: forget what was logged after it."""
+
     def finish(self, status: str = "ok") -> None:
         pass
 
@@ -53,6 +56,10 @@ class MultiLogger(Logger):
     def summary(self, values: dict) -> None:
         for lg in self.loggers:
             lg.summary(values)
+
+    def rewind(self, step: int) -> None:
+        for lg in self.loggers:
+            lg.rewind(step)
 
     def finish(self, status: str = "ok") -> None:
         # Finish every logger even if one fails, so no run is left dangling.

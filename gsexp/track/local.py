@@ -32,6 +32,22 @@ class LocalLogger(Logger):
         with open(self.metrics_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(row, allow_nan=False) + "\n")
 
+    def rewind(self, step: int) -> None:
+        """Drop the rows a killed attempt logged after its last checkpoint (at `step`): the
+        training rows of steps >= step (step `step` ran after that checkpoint), and every row
+        past it (an evaluation at `step` ran before the checkpoint and stays)."""
+        if not self.metrics_path.exists():
+            return
+        kept = []
+        for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            after = row["step"] > step or (row["step"] == step and any(k.startswith("train/") for k in row))
+            if not after:
+                kept.append(line)
+        tmp = self.metrics_path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        os.replace(tmp, self.metrics_path)
+
     def log_image(self, key: str, image: torch.Tensor, step: int) -> None:
         path = self.run_dir / "renders" / f"{safe_name(key)}_{int(step):06d}.png"
         path.parent.mkdir(exist_ok=True)

@@ -92,6 +92,11 @@ def load_checkpoint(path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head == b"ply\n" or path.suffix.lower() in (".ply", ".splat", ".npz"):
+        raise ValueError(f"{path} is a model file, not a gsexp checkpoint (a run's checkpoints/step_*.pt); to "
+                         f"start training from it, use model.init=ply model.ply={path}")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:

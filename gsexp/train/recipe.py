@@ -30,6 +30,8 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
     """Train as `cfg` says, writing checkpoints, renders, point_cloud.ply into run_dir.
     Returns the summary (also written to summary.json by the caller's logger)."""
     run = setup(cfg, run_dir)
+    if run.start:
+        logger.rewind(run.start)  # what a killed attempt logged after its checkpoint
     (run_dir / "renders").mkdir(parents=True, exist_ok=True)
     lpips_net = cfg.lpips_net if lpips_available(cfg) else None
     started = time.perf_counter()
@@ -48,14 +50,15 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.iterations:
             evaluate(gaussians(run), run.scene, run.settings, run.device, logger, done, lpips_net=lpips_net)
         if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.iterations:
-            save_checkpoint(run_dir, done, payload(run, done))
+            save_checkpoint(run_dir, done, payload(run, done, run.elapsed + time.perf_counter() - started))
     bar.close()
-    train_seconds = time.perf_counter() - started
+    train_seconds = run.elapsed + time.perf_counter() - started  # every attempt's
     if run.device.type == "cuda":
         torch.cuda.synchronize(run.device)
     timer.read()
-    trained = {"train_seconds": train_seconds, "phase_ms": timer.medians(), "peak_memory_mb": peak_memory_mb(run.device)}
-    return {**finish(run, run_dir, logger, lpips_net), **trained,
+    trained = {"train_seconds": train_seconds, "phase_ms": timer.medians(), "peak_memory_mb": peak_memory_mb(run.device),
+               "pair_overflows": run.pairs.overflows}
+    return {**finish(run, run_dir, logger, lpips_net, train_seconds), **trained, "attempts": run.attempts, "error": None,
             "overrides": list(overrides), "status": "ok"}
 
 
@@ -77,7 +80,11 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
     # A random background (as 3DGS's option) regularises: targets keep the scene's own.
     bg = torch.rand(3).tolist() if cfg.random_background else tuple(run.scene.background)
 
-    out = render(gaussians(run), camera, run.settings, background=bg, sh_degree=sh_degree)
+    # Densification changed N since the last render: its pair count says little about this one.
+    capacity = run.pairs.capacity(exact=len(params["means"]) != run.last_n)
+    out = render(gaussians(run), camera, run.settings, background=bg, sh_degree=sh_degree, capacity=capacity)
+    run.pairs.record(out.num_pairs, capacity)
+    run.last_n = len(params["means"])
     timer.mark("render")
     loss = photometric_loss(out.image, target, cfg.ssim_lambda, fused=cfg.fused_ssim) \
         + run.strategy.regularization(params) \
@@ -123,10 +130,10 @@ def log_step(run: Run, logger, bar, step: int, out, loss, target, step_seconds: 
     bar.set_postfix(loss=f"{loss.item():.4f}", psnr=f"{train_psnr:.2f}", G=n)
 
 
-def finish(run: Run, run_dir: Path, logger, lpips_net) -> dict:
+def finish(run: Run, run_dir: Path, logger, lpips_net, train_seconds: float) -> dict:
     """Final checkpoint, compression, evaluation and PLY; the summary's results."""
     cfg, iterations = run.cfg, run.cfg.iterations
-    save_checkpoint(run_dir, iterations, payload(run, iterations))
+    save_checkpoint(run_dir, iterations, payload(run, iterations, train_seconds))
     arrays = run.compression.finalize(run.params, run.scene.train_cameras, cfg.model.sh_degree, run.state)
     uncompressed = None
     if arrays is not None:  # evaluate and export what the compressed file holds

@@ -2,6 +2,7 @@
 model and optimizers, strategy and compression, and resuming from a checkpoint."""
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,12 +13,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from gsexp.compress import make_compression
 from gsexp.config import rasterizer_settings
-from gsexp.gaussians import Gaussians, make_params
+from gsexp.gaussians import Gaussians, load_ply, make_params
 from gsexp.render.settings import RasterSettings
 from gsexp.scene import load_scene
 from gsexp.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, set_rng_state
+from gsexp.train.pairs import PairBudget
 from gsexp.train.params import make_optimizers
 from gsexp.train.strategy import make_strategy
+
+log = logging.getLogger("gsexp.train")
 
 
 @dataclass
@@ -36,6 +40,10 @@ class Run:
     state: dict
     start: int = 0
     order: list = field(default_factory=list)  # training views left in this pass
+    pairs: PairBudget = field(default_factory=lambda: PairBudget(False))
+    last_n: int = -1  # Gaussians at the last render
+    elapsed: float = 0.0  # training seconds of earlier attempts, up to their last checkpoint
+    attempts: int = 1
 
 
 def setup(cfg: DictConfig, run_dir: Path) -> Run:
@@ -53,6 +61,7 @@ def setup(cfg: DictConfig, run_dir: Path) -> Run:
                              **OmegaConf.to_container(cfg.strategy.options, resolve=True)).scaled(cfg.iterations)
     run = Run(cfg, settings, device, scene, [im.to(device) for im in scene.train_images], params, optimizers,
               compression, strategy, strategy.initial_state())
+    run.pairs = PairBudget(cfg.pair_capacity and settings.backend == "cuda")
     resume(run, run_dir)
     return run
 
@@ -88,6 +97,8 @@ def load_data(cfg: DictConfig):
 
 def initial_gaussians(cfg: DictConfig, scene) -> Gaussians:
     m = cfg.model
+    if m.init == "ply":  # fine-tuning: any INRIA or compressed PLY, at the run's SH degree
+        return load_ply(m.ply).with_sh_degree(m.sh_degree)
     use_points = scene.points is not None and len(scene.points) > 0 and m.init != "random"
     if m.init == "points" and not use_points:
         raise ValueError("config key 'model.init': 'points' but the scene has no SfM points; use init=random")
@@ -102,13 +113,17 @@ def initial_gaussians(cfg: DictConfig, scene) -> Gaussians:
 
 
 def resume(run: Run, run_dir: Path) -> None:
-    """Continue from `cfg.resume` (auto: the run's newest checkpoint, if any)."""
+    """Continue from `cfg.resume` (auto: the run's newest checkpoint, if any), and say which."""
     checkpoint = resolve_resume(run.cfg.resume, run_dir)
     if checkpoint is not None:
-        run.start, run.state, run.order = restore(checkpoint, run.params, run.optimizers, run.device)
+        ckpt = restore(checkpoint, run)
+        run.elapsed, run.attempts = float(ckpt.get("train_seconds", 0.0)), int(ckpt.get("attempts", 1)) + 1
+        log.info(f"resumed from step {run.start} ({checkpoint}), attempt {run.attempts}")
     elif latest_checkpoint(run_dir) is not None:
         raise ValueError(f"{run_dir} already holds checkpoints of an earlier run; pass resume=auto to "
-                         "continue it, or choose another run directory (hydra.run.dir=...)")
+                         "continue it (iterations=<more> extends a finished run), or name a new run (name=...)")
+    else:
+        log.info(f"starting fresh in {run_dir}" + (" (resume=auto: no checkpoint yet)" if run.cfg.resume else ""))
 
 
 def resolve_resume(resume, run_dir: Path):
@@ -122,21 +137,24 @@ def resolve_resume(resume, run_dir: Path):
     return path
 
 
-def restore(path: Path, params, optimizers, device):
+def restore(path: Path, run: Run) -> dict:
     ckpt = load_checkpoint(path)
     for name, value in ckpt["params"].items():
-        params[name] = torch.nn.Parameter(value.to(device))
-        optimizers[name].param_groups[0]["params"] = [params[name]]
-        optimizers[name].state.clear()
-        optimizers[name].load_state_dict(ckpt["optimizers"][name])
+        run.params[name] = torch.nn.Parameter(value.to(run.device))
+        run.optimizers[name].param_groups[0]["params"] = [run.params[name]]
+        run.optimizers[name].state.clear()
+        run.optimizers[name].load_state_dict(ckpt["optimizers"][name])
     set_rng_state(ckpt["rng"])
-    state = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in ckpt["strategy"].items()}
-    return ckpt["step"], state, ckpt["order"].tolist()
+    run.state = {k: (v.to(run.device) if torch.is_tensor(v) else v) for k, v in ckpt["strategy"].items()}
+    run.start, run.order = ckpt["step"], ckpt["order"].tolist()
+    return ckpt
 
 
-def payload(run: Run, step: int) -> dict:
-    """Everything a resumed run needs to continue exactly: the views left in this pass too."""
+def payload(run: Run, step: int, train_seconds: float) -> dict:
+    """Everything a resumed run needs to continue exactly: the views left in this pass too, and
+    the training time and attempts so far (the summary covers the run, not one attempt)."""
     return {"step": step, "order": torch.tensor(run.order, dtype=torch.long),
+            "train_seconds": train_seconds, "attempts": run.attempts,
             "params": {k: v.detach().cpu() for k, v in run.params.items()},
             "optimizers": {k: o.state_dict() for k, o in run.optimizers.items()},
             "strategy": run.state, "rng": rng_state(), "config": OmegaConf.to_container(run.cfg, resolve=True)}

@@ -19,20 +19,18 @@ def raw_params(gaussians) -> list[torch.Tensor]:
 
 
 def options_of(settings):
-    """The C++ RasterOptions of `settings` (frozen, so built once and kept on them)."""
+    """The C++ RasterOptions of `settings`, field by field by name (frozen settings: built once
+    and kept on them). A switch reaches the kernels by having a field of that name there."""
     cached = settings.__dict__.get("_options")
     if cached is not None:
         return cached
     ext = load()
+    ids = {"blend": ext.blend_ids, "precision": ext.precision_ids, "intersect": ext.intersect_ids}
     o = ext.RasterOptions()
-    formula = settings.formula
-    o.blend = ext.blend_ids[formula["blend"]]
-    o.precision = ext.precision_ids[formula["precision"]]
-    o.g2l, o.early_cull, o.half_blend = formula["g2l"], formula["early_cull"], formula["half_blend"]
-    o.batch = getattr(settings, "batch", 128)
-    o.intersect = ext.intersect_ids[settings.intersect]
+    for key, value in {**settings.formula, **settings.switches()}.items():
+        if hasattr(o, key):
+            setattr(o, key, ids[key][value] if key in ids else value)
     o.heavy_first = settings.tile_order == "heavy_first"
-    o.timing = settings.timing
     object.__setattr__(settings, "_options", o)
     return o
 
@@ -43,14 +41,15 @@ def _check_device(gaussians, what: str):
                               "move them with .to('cuda'), or use rasterizer=torch on the CPU")
 
 
-def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: int | None = None
-              ) -> RenderOutput:
-    """means2d is a leaf whose .grad is the screen-space gradient after backward."""
+def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: int | None = None,
+              capacity: int | None = None) -> RenderOutput:
+    """means2d is a leaf whose .grad is the screen-space gradient after backward. capacity:
+    pair buffers of that size instead of reading the count back (see render())."""
     _check_device(gaussians, f"rasterizer={settings.name}")
     means = gaussians.means
     degree = gaussians.sh_degree if sh_degree is None else min(sh_degree, gaussians.sh_degree)
     call = {"degree": degree, "camera": camera_values(camera), "background": background.contiguous(),
-            "options": options_of(settings), "stage_ms": {}}
+            "options": options_of(settings), "capacity": int(capacity or 0), "stage_ms": {}}
     # Filled by the kernel (no memset); a leaf so that .grad is the screen-space gradient.
     holder = torch.empty(len(means), 2, device=means.device, requires_grad=torch.is_grad_enabled())
     image, alpha, n_contrib, radii, depths = Rasterize.apply(*raw_params(gaussians), holder, call)
@@ -70,5 +69,5 @@ def hit_counts(gaussians, camera, settings=None) -> torch.Tensor:
     means2d = torch.empty(len(means), 2, device=means.device)
     background = torch.zeros(3, device=means.device)
     load().rasterize_forward(*raw, means2d, gaussians.sh_degree, camera_values(camera), background,
-                             options_of(vanilla), counts)
+                             options_of(vanilla), 0, counts)
     return counts.long()

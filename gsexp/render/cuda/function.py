@@ -40,10 +40,10 @@ class Rasterize(torch.autograd.Function):
     def forward(ctx, means, log_scales, quats, opacity_logits, sh, means2d, call):
         outs, stage_ms = load().rasterize_forward(
             means, log_scales, quats, opacity_logits, sh, means2d, call["degree"], call["camera"],
-            call["background"], call["options"], None)
-        image, final_t, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges, order = outs
+            call["background"], call["options"], call["capacity"], None)
+        image, final_t, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges, order, count = outs
         call["stage_ms"].update(stage_ms)
-        call["num_pairs"] = len(point_list)
+        call["num_pairs"] = count[0] if call["capacity"] else len(point_list)  # with a capacity: not read back
         ctx.call, ctx.order = call, order
         ctx.save_for_backward(means, log_scales, quats, opacity_logits, sh, radii, means2d, conic_opacity, colors,
                               point_list, ranges, final_t, n_contrib)

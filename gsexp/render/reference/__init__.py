@@ -61,9 +61,10 @@ def _clock_inputs(gaussians, stage_ms, device):
     return dataclasses.replace(gaussians, **dict(zip(names, _BackwardClock.apply(stage_ms, device, False, *xs))))
 
 
-def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: int | None = None
-              ) -> RenderOutput:
-    """Preprocess, duplicate, sort, ranges, blend, as the CUDA stages (`settings`: TorchSettings)."""
+def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: int | None = None,
+              capacity: int | None = None) -> RenderOutput:
+    """Preprocess, duplicate, sort, ranges, blend, as the CUDA stages (`settings`: TorchSettings).
+    capacity: ignored (the reference's buffers always fit)."""
     device = gaussians.means.device
     camera = camera.to(device)
     formula = make_formula(**settings.formula)

@@ -1,0 +1,129 @@
+"""Export a model for viewers: python -m gsexp.export MODEL --format FORMAT --out FILE
+
+MODEL: a run directory (its newest checkpoint), a trainer checkpoint (.pt), a PLY (INRIA or
+PlayCanvas compressed) or a .splat file.
+
+Formats:
+  ply             the INRIA 3DGS PLY (float32, every SH band; bit-exact round trip)
+  compressed-ply  the PlayCanvas/SuperSplat compressed PLY: chunks of 256 Gaussians with
+                  min/max boxes, 16 bytes per Gaussian + 8-bit SH rest (gsexp/gaussians/compressed.py)
+  splat           the antimatter15/splat web layout: 32 bytes per Gaussian, SH rest dropped
+                  (gsexp/gaussians/splat.py)
+Without --format, the format follows --out: *.compressed.ply, *.splat, else *.ply.
+
+A user error (missing file, not a model, bad option) prints one line and exits with 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gsexp.gaussians import Gaussians
+
+FORMATS = ("ply", "compressed-ply", "splat")
+PROG = "python -m gsexp.export"
+
+
+class UserError(Exception):
+    """A problem with what the user gave: printed as one line, exit status 2."""
+
+
+USER_ERRORS = (UserError, ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
+               PermissionError)
+
+
+def one_line(err: BaseException) -> str:
+    return " ".join(line.strip() for line in str(err).splitlines() if line.strip()) or type(err).__name__
+
+
+def check_model_path(path) -> Path:
+    """`path` if it can be a model (it exists, and a file has a model's suffix), else UserError."""
+    path = Path(path)
+    accepted = "give a run directory, a checkpoint .pt, a .ply or a .splat file"
+    if not path.exists():
+        raise UserError(f"model {path} does not exist (relative paths are from {Path.cwd()}); {accepted}")
+    suffix = path.suffix.lower()
+    if path.is_file() and suffix not in (".ply", ".pt", ".splat"):
+        raise UserError(f"model {path}: unknown kind of file '{suffix or path.name}'; {accepted}")
+    return path
+
+
+def load_model(path) -> Gaussians:
+    """Gaussians from a run directory, a checkpoint (.pt), a PLY or a .splat file; a path that is
+    none of these raises UserError saying what is accepted."""
+    from gsexp.bench.models import load_gaussians
+    from gsexp.gaussians.splat import read_splat
+
+    path = check_model_path(path)
+    if path.suffix.lower() == ".splat":
+        return read_splat(path)
+    try:
+        return load_gaussians(path)
+    except FileNotFoundError as err:  # a folder without checkpoints
+        raise UserError(f"model {path}: {one_line(err)}; is it a run directory (train.py's output)?") from None
+    except (KeyError, RuntimeError, EOFError) as err:
+        raise UserError(f"model {path} cannot be read ({type(err).__name__}: {one_line(err)})") from None
+
+
+def format_of(out: Path, given: str | None) -> str:
+    if given is not None:
+        return given
+    name = out.name.lower()
+    if name.endswith(".compressed.ply"):
+        return "compressed-ply"
+    if name.endswith(".splat"):
+        return "splat"
+    if name.endswith(".ply"):
+        return "ply"
+    raise UserError(f"--out {out}: cannot tell the format from the name; pass --format "
+                    f"{'|'.join(FORMATS)} (or name it *.ply, *.compressed.ply or *.splat)")
+
+
+def export(g: Gaussians, out, fmt: str) -> Path:
+    """Write `g` to `out` in format `fmt` (one of FORMATS); returns the path."""
+    from gsexp.gaussians import save_ply
+    from gsexp.gaussians.compressed import save_compressed_ply
+    from gsexp.gaussians.splat import write_splat
+
+    writers = {"ply": save_ply, "compressed-ply": save_compressed_ply, "splat": write_splat}
+    if fmt not in writers:
+        raise UserError(f"--format {fmt}: unknown format; choose one of {', '.join(FORMATS)}")
+    out = Path(out)
+    if out.is_dir():
+        raise UserError(f"--out {out} is a directory; give a file name, e.g. {out / ('model.' + fmt.split('-')[0])}")
+    writers[fmt](g, out)
+    return out
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse prints the usage too)
+        self.exit(2, f"{PROG}: error: {message} (see {PROG} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", type=Path, help="run directory, checkpoint .pt, .ply or .splat")
+    p.add_argument("--format", choices=FORMATS, help="output format (default: from --out's name)")
+    p.add_argument("--out", type=Path, required=True, help="the file to write")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        fmt = format_of(args.out, args.format)
+        g = load_model(args.model)
+        out = export(g, args.out, fmt)
+    except USER_ERRORS as err:
+        print(f"{PROG}: error: {one_line(err)}", file=sys.stderr)
+        return 2
+    size = out.stat().st_size
+    print(f"wrote {out}: {fmt}, {len(g):,} Gaussians (SH degree {g.sh_degree}"
+          f"{'; SH rest dropped: .splat has none' if fmt == 'splat' and g.sh_degree else ''}), "
+          f"{size / 2**20:.2f} MiB, {size / max(len(g), 1):.1f} bytes per Gaussian")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Pair-buffer capacities for the CUDA rasterizer, so that a training step never waits for the
+pair count (the one host sync of a render) and the CPU can run ahead of the GPU.
+
+The capacity is the largest count of the last WINDOW renders times MARGIN. Counts come back
+through pinned memory and are read once their copy has completed. A step after densification
+changed the number of Gaussians renders with the count read back (exact), as does every step
+until a count is known. A render whose count exceeded its capacity dropped pairs: it is
+counted in `overflows` (summary.json) and warned about, and the margin grows."""
+from __future__ import annotations
+
+import collections
+import warnings
+
+import torch
+
+WINDOW = 256   # renders the capacity looks back over (more than a pass over most scenes' views)
+MARGIN = 1.25
+
+
+class PairBudget:
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.counts = collections.deque(maxlen=WINDOW)
+        self.margin = MARGIN
+        self.pending = []  # (pinned count, event, capacity used)
+        self.overflows = 0
+
+    def capacity(self, exact: bool) -> int | None:
+        """The capacity for the next render, or None to read its count back (exact)."""
+        self._poll()
+        if not self.enabled or exact or not self.counts:
+            return None
+        return int(max(self.counts) * self.margin) + 1024
+
+    def record(self, num_pairs, capacity: int | None) -> None:
+        if capacity is None:
+            self.counts.append(int(num_pairs))
+            return
+        host = torch.empty(1, dtype=torch.int64, pin_memory=True)
+        host.copy_(num_pairs.reshape(1), non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        self.pending.append((host, event, capacity))
+
+    def _poll(self) -> None:
+        while self.pending and self.pending[0][1].query():
+            host, _, capacity = self.pending.pop(0)
+            count = int(host.item())  # already in host memory: no sync
+            self.counts.append(count)
+            if count > capacity:
+                self.overflows += 1
+                self.margin *= 1.5
+                warnings.warn(f"a training render had {count} (tile, Gaussian) pairs for a capacity of {capacity}: "
+                              f"it dropped {count - capacity}; the margin is now {self.margin:.2f}")
