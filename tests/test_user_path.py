@@ -81,3 +81,11 @@ def test_resume_from_a_ply_points_to_model_init_and_model_init_ply_trains(tmp_pa
     tuned = json.loads((tmp_path / "runs" / "tuned" / "summary.json").read_text())
     base = json.loads((tmp_path / "runs" / "base" / "summary.json").read_text())
     assert tuned["status"] == "ok" and tuned["psnr"] > base["psnr"] - 0.5  # it started from the trained model
+
+
+def test_without_a_terminal_progress_lines_reach_the_output_and_train_log(tmp_path):
+    proc = run_train([*TINY, "iterations=30", "eval_every=0"], tmp_path)  # stdout is a pipe
+    lines = [x for x in proc.stdout.splitlines() if "it/s" in x and "ETA" in x]
+    assert lines and "step 30/30 (100.0%)" in lines[-1] and "Gaussians" in lines[-1], proc.stdout
+    log = next(tmp_path.rglob("train.log")).read_text()
+    assert "step 30/30 (100.0%)" in log

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import torch
 from omegaconf import DictConfig
-from tqdm import tqdm
 
 from gsexp.losses import photometric_loss
 from gsexp.compress import format as compressed_format
@@ -23,6 +22,7 @@ from gsexp.train.evaluate import evaluate, lpips_available, peak_memory_mb
 from gsexp.train.optim import fused_adam_step, zero_grads
 from gsexp.train.params import means_lr
 from gsexp.train.phases import PhaseTimer
+from gsexp.train.progress import Progress
 from gsexp.train.setup import Run, payload, setup
 
 
@@ -35,23 +35,25 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
     (run_dir / "renders").mkdir(parents=True, exist_ok=True)
     lpips_net = cfg.lpips_net if lpips_available(cfg) else None
     started = time.perf_counter()
-    bar = tqdm(range(run.start, cfg.iterations), initial=run.start, total=cfg.iterations, dynamic_ncols=True,
-               disable=None)
+    progress = Progress(cfg.iterations, run.start)  # a bar on a terminal, else plain lines (and train.log)
     timer = PhaseTimer(run.device)
-    for step in bar:
+    for step in range(run.start, cfg.iterations):
         step_start = time.perf_counter()
         log = step % max(cfg.log_every, 1) == 0 or step == cfg.iterations - 1
         timer.begin(log)
         out, loss, target = train_step(run, step, timer)
         timer.end()
         if log:
-            log_step(run, logger, bar, step, out, loss, target, time.perf_counter() - step_start, timer.read())
+            progress.update(step + 1, **log_step(run, logger, step, out, loss, target,
+                                                 time.perf_counter() - step_start, timer.read()))
+        else:
+            progress.update(step + 1)
         done = step + 1
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.iterations:
             evaluate(gaussians(run), run.scene, run.settings, run.device, logger, done, lpips_net=lpips_net)
         if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.iterations:
             save_checkpoint(run_dir, done, payload(run, done, run.elapsed + time.perf_counter() - started))
-    bar.close()
+    progress.close()
     train_seconds = run.elapsed + time.perf_counter() - started  # every attempt's
     if run.device.type == "cuda":
         torch.cuda.synchronize(run.device)
@@ -118,8 +120,9 @@ def optimizer_step(run: Run, out) -> None:
     zero_grads(optimizers)
 
 
-def log_step(run: Run, logger, bar, step: int, out, loss, target, step_seconds: float, phase_ms) -> None:
-    """phase_ms: the newest finished timed step's (on a GPU an earlier log step's: no sync)."""
+def log_step(run: Run, logger, step: int, out, loss, target, step_seconds: float, phase_ms) -> dict:
+    """Log the step's values; returns what the progress line shows. phase_ms: the newest
+    finished timed step's (on a GPU an earlier log step's: no sync)."""
     with torch.no_grad():
         train_psnr = -10 * math.log10(max(((out.image - target) ** 2).mean().item(), 1e-12))
     n = len(run.params["means"])
@@ -127,7 +130,7 @@ def log_step(run: Run, logger, bar, step: int, out, loss, target, step_seconds: 
                 "train/step_seconds": step_seconds, "train/peak_memory_mb": peak_memory_mb(run.device),
                 **{f"train/stage_ms/{k}": v for k, v in out.stage_ms.items()},
                 **{f"train/phase_ms/{k}": v for k, v in (phase_ms or {}).items()}}, step)
-    bar.set_postfix(loss=f"{loss.item():.4f}", psnr=f"{train_psnr:.2f}", G=n)
+    return {"loss": loss.item(), "psnr": train_psnr, "num_gaussians": n}
 
 
 def finish(run: Run, run_dir: Path, logger, lpips_net, train_seconds: float) -> dict:
