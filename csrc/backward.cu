@@ -1,9 +1,7 @@
 // The exact fp32 backward of the blend, shared by every blend variant: each pixel walks its
 // tile's list back to front from its last contributor, recovering the transmittance before
-// each entry as T / (1 - alpha) (Kerbl et al. 2023). A warp handles one Gaussian at a time:
-// its gradient is summed across the warp (shuffles), the block's warps add theirs in shared
-// memory, and each Gaussian of a chunk goes to global memory once per tile (DISTWAR's point:
-// eight warps adding to one global address serialise, a shared add does not wait on DRAM).
+// each entry as T / (1 - alpha) (Kerbl et al. 2023). A warp handles one Gaussian at a time,
+// so its gradient is summed across the warp before one atomic add per value.
 #include "common.cuh"
 #include "config.h"
 #include "kernels.h"
@@ -22,8 +20,6 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
   __shared__ float2 s_xy[BLOCK_PIXELS];
   __shared__ float4 s_co[BLOCK_PIXELS];
   __shared__ float s_rgb[BLOCK_PIXELS][3];
-  __shared__ float s_grad[BLOCK_PIXELS][NUM_GRADS];  // the chunk's gradients, summed over warps
-  __shared__ bool s_touched[BLOCK_PIXELS];
   __shared__ int s_max_last;
 
   const TilePixel tp = tile_pixel(args.ranges, args.tile_order, args.tiles_x, args.width, args.height);
@@ -66,8 +62,6 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
       s_co[threadIdx.x] = conic_opacity[id];
       for (int ch = 0; ch < 3; ++ch) s_rgb[threadIdx.x][ch] = args.colors[3 * id + ch];
     }
-    for (int v = 0; v < NUM_GRADS; ++v) s_grad[threadIdx.x][v] = 0.f;
-    s_touched[threadIdx.x] = false;
     __syncthreads();
     int count = min(BLOCK_PIXELS, top - range.x);
     for (int j = 0; j < count; ++j) {
@@ -107,19 +101,13 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
       if (!__any_sync(0xffffffffu, contributes)) continue;
       for (int v = 0; v < NUM_GRADS; ++v) g[v] = warp_sum(g[v]);
       if (lane == 0) {
-        for (int v = 0; v < NUM_GRADS; ++v) atomicAdd(&s_grad[j][v], g[v]);
-        s_touched[j] = true;
+        int id = s_id[j];
+        atomicAdd(&args.grad_means2d[2 * id], g[0]);
+        atomicAdd(&args.grad_means2d[2 * id + 1], g[1]);
+        for (int v = 0; v < 3; ++v) atomicAdd(&args.grad_conic[3 * id + v], g[2 + v]);
+        atomicAdd(&args.grad_opacity[id], g[5]);
+        for (int v = 0; v < 3; ++v) atomicAdd(&args.grad_colors[3 * id + v], g[6 + v]);
       }
-    }
-    __syncthreads();
-    if (threadIdx.x < count && s_touched[threadIdx.x]) {  // one global add per value and tile
-      const int id = s_id[threadIdx.x];
-      const float* g = s_grad[threadIdx.x];
-      atomicAdd(&args.grad_means2d[2 * id], g[0]);
-      atomicAdd(&args.grad_means2d[2 * id + 1], g[1]);
-      for (int v = 0; v < 3; ++v) atomicAdd(&args.grad_conic[3 * id + v], g[2 + v]);
-      atomicAdd(&args.grad_opacity[id], g[5]);
-      for (int v = 0; v < 3; ++v) atomicAdd(&args.grad_colors[3 * id + v], g[6 + v]);
     }
   }
 }

@@ -26,6 +26,7 @@ class DataConfig:
     background: list = field(default_factory=lambda: [0.0, 0.0, 0.0])
     test_every: int = 8
     densify_grad_threshold: float = 0.0002  # the default strategy's grad_threshold for this data
+    undistort: bool = True  # colmap: undistort distorted cameras (false: ignore the distortion)
     options: dict = field(default_factory=dict)
 
 
@@ -64,6 +65,14 @@ class PathsConfig:
 
 
 @dataclass
+class ViewerConfig:
+    enabled: bool = False     # serve the model and its curves while it trains (gsexp/view/live.py)
+    host: str = "127.0.0.1"   # 0.0.0.0: reachable from other machines
+    port: int = 8080          # the next free one when taken; 0: any free one
+    every_s: float = 0.5      # with a browser connected: send the model at most this often
+
+
+@dataclass
 class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -73,6 +82,7 @@ class TrainConfig:
     compress: CompressConfig = field(default_factory=CompressConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
+    viewer: ViewerConfig = field(default_factory=ViewerConfig)
     name: Optional[str] = None
     iterations: int = 3000
     seed: int = 0
@@ -182,6 +192,8 @@ def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
                  f"{late} (sh_degree_interval={merged.sh_degree_interval}); their codes would be untrained. "
                  "Quantise later, or lower sh_degree_interval")
     choice("logger.kind", LOGGERS)
+    need(0 <= merged.viewer.port <= 65535, "viewer.port", f"must be 0..65535, got {merged.viewer.port}")
+    need(merged.viewer.every_s >= 0, "viewer.every_s", f"must be >= 0, got {merged.viewer.every_s}")
     choice("device", ("cpu", "cuda", "auto"))
     choice("eval_lpips", ("auto", True, False))
     choice("lpips_net", ("vgg", "alex"))

@@ -5,27 +5,38 @@
 
 Reads the sweep's results.csv (written at the end of every multirun; rebuilt from the job
 folders when missing) and writes into --out (default <sweep dir>/dashboard/):
-  quality_vs_speed.png  PSNR and LPIPS against render time, each variant labelled, the
-                        Pareto front drawn (better quality for less time);
-  stages.png            stacked per-stage render latency and training-step phases per variant;
-  seeds.png             PSNR / SSIM / LPIPS per variant, mean with std error bars over seeds;
-  index.html            the table and the three plots (no external resources).
+  quality_vs_speed.png  PSNR and LPIPS against render time, each variant labelled (points on
+                        top of each other share a label; labels never overlap where there is
+                        room), the Pareto front drawn; error bars: the test views' render-time
+                        quartiles, and std over seeds where a variant ran more than once;
+  stages.png            stacked per-stage render latency and training-step phases per variant,
+                        the legend under the bars;
+  seeds.png             PSNR / SSIM / LPIPS per variant as dots on axes that span the data (all
+                        three alike, each saying so), ± std where there are seeds;
+  index.html            what was measured, the plots, results.md's tables, each run linked with
+                        its renders, and every job's row (no external resources).
+Every plot states the scene, iterations, device and backend (from each job's summary and
+.hydra/config.yaml); --scene, --iterations, --device and --backend state what a sweep did not
+record (older sweeps, a results.csv without its job folders).
 """
 from __future__ import annotations
 
 import argparse
-import html
 import math
 import re
+import textwrap
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only; never a display
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from gsexp.sweep.results import (by_variant, collect, columns, fmt, mean_std, read_csv, timing_columns,  # noqa: E402
-                                 write_csv)
+from gsexp.sweep.labels import place_labels  # noqa: E402
+from gsexp.sweep.page import write_html  # noqa: E402
+from gsexp.sweep.results import (CONTEXT, backend_of, by_variant, collect, columns, fmt, mean_std,  # noqa: E402
+                                 read_csv, scene_name, timing_columns, write_csv)
 
 PLOTS = ("quality_vs_speed.png", "stages.png", "seeds.png")
 
@@ -36,17 +47,53 @@ def short(label: str) -> str:
 
 
 def variant_means(rows: list[dict]) -> list[dict]:
-    """One point per variant: metrics averaged over its seeds."""
+    """One point per variant: metrics averaged over its seeds (std over seeds beside each), and
+    the quartiles of its test views' render times (averaged over seeds) when recorded."""
     out = []
     for variant, group in by_variant(rows).items():
         point = {"variant": variant, "runs": len(group)}
         for key in ("psnr", "ssim", "lpips", "render_ms"):
             point[key], point[key + "_std"] = mean_std(r.get(key) for r in group)
         for col in columns(group):
-            if col.startswith(("stage_ms/", "phase_ms/")):
+            if col.startswith(("stage_ms/", "phase_ms/")) or col in ("render_ms_p25", "render_ms_p75"):
                 point[col] = mean_std(r.get(col) for r in group)[0]
         out.append(point)
     return out
+
+
+def context_text(rows: list[dict], given: dict | None = None) -> str:
+    """'scene lego (blender, downscale 2) · 7,000 iterations · device cuda · backend: CUDA kernels':
+    what every plot states. `given` fills (or corrects) what the rows do not record."""
+    given = {k: v for k, v in (given or {}).items() if v}
+    ok = [r for r in rows if r.get("status") == "ok"] or rows
+
+    def values(key):
+        if key in given:
+            return [str(given[key])]
+        seen = []
+        for r in ok:
+            v = r.get(key)
+            v = f"{int(v):,}" if key == "iterations" and isinstance(v, (int, float)) and _finite(v) else v
+            if v not in (None, "") and str(v) not in seen:
+                seen.append(str(v))
+        return seen or ["not recorded"]
+
+    backends = {"torch": "torch reference (gsexp/render/reference)", "cuda": "CUDA kernels (csrc/)"}
+    backend = ", ".join(backends.get(b, b) for b in values("backend"))
+    devices = values("device")
+    text = (f"scene {' / '.join(values('scene'))} · {' / '.join(values('iterations'))} iterations · "
+            f"device {' / '.join(devices)} · backend {backend}")
+    if "cpu" in devices and "torch" in values("backend"):
+        text += " (CPU timings of the reference, not of the kernels)"
+    return text
+
+
+def seeds_note(points: list[dict]) -> str:
+    counts = sorted({p["runs"] for p in points})
+    if counts == [1]:
+        return "one run per variant: no spread over seeds"
+    n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+    return f"mean ± std over {n} seeds"
 
 
 def pareto_front(points: list[dict], quality: str, higher_is_better: bool) -> list[dict]:
@@ -65,35 +112,68 @@ def _finite(v) -> bool:
     return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
 
 
-def plot_quality_vs_speed(points: list[dict], path: Path) -> None:
+def render_error(p: dict) -> tuple[float, float] | None:
+    """(below, above) the median render time: the test views' quartiles, else ± std over seeds."""
+    lo, hi = p.get("render_ms_p25"), p.get("render_ms_p75")
+    if _finite(lo) and _finite(hi):
+        return max(p["render_ms"] - lo, 0.0), max(hi - p["render_ms"], 0.0)
+    if p["runs"] > 1 and _finite(p.get("render_ms_std")):
+        return p["render_ms_std"], p["render_ms_std"]
+    return None
+
+
+def error_bars_note(points: list[dict]) -> str:
+    if any(_finite(p.get("render_ms_p25")) for p in points):
+        x = "render time: 25–75 % of the test views"
+    elif any(p["runs"] > 1 for p in points):
+        x = "render time: ± std over seeds"
+    else:
+        x = "render time: no spread recorded (one run, no per-view times)"
+    y = "quality: ± std over seeds" if any(p["runs"] > 1 for p in points) else "quality: one run per variant"
+    return f"error bars: {x}; {y}"
+
+
+def plot_quality_vs_speed(points: list[dict], path: Path, context: str = "") -> None:
     metrics = [("psnr", "PSNR (dB)", True)] + (
         [("lpips", "LPIPS", False)] if any(_finite(p.get("lpips")) for p in points) else [])
-    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(7 * len(metrics), 5.4), squeeze=False)
+    placements = []
     for ax, (key, name, higher) in zip(axes[0], metrics):
         pts = [p for p in points if _finite(p.get("render_ms")) and _finite(p.get(key))]
-        ax.scatter([p["render_ms"] for p in pts], [p[key] for p in pts], color="tab:blue", zorder=3)
         for p in pts:
-            ax.annotate(short(p["variant"]), (p["render_ms"], p[key]), fontsize=7, xytext=(4, 3),
-                        textcoords="offset points")
+            err = render_error(p)
+            ax.errorbar(p["render_ms"], p[key], xerr=None if err is None else [[err[0]], [err[1]]],
+                        yerr=p[key + "_std"] if p["runs"] > 1 else None, fmt="o", color="tab:blue",
+                        ecolor="0.6", elinewidth=1, capsize=2, markersize=5, zorder=3)
         front = pareto_front(pts, key, higher)
         ax.step([p["render_ms"] for p in front], [p[key] for p in front], where="post", color="tab:red",
                 label="Pareto front", zorder=2)
-        ax.set_xlabel("render time per view (ms, median)")
-        ax.set_ylabel(name)
+        ax.set_xlabel("render time per view (ms, median over test views)")
+        ax.set_ylabel(name + (" (higher is better)" if higher else " (lower is better)"))
         ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
-    fig.suptitle("Quality vs render time")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+        ax.margins(0.12, 0.15)
+        ax.legend(loc="lower right" if higher else "upper right", fontsize=8)
+        placements.append((ax, [(p["render_ms"], p[key], short(p["variant"]), str(points.index(p) + 1)) for p in pts]))
+    fig.suptitle(f"Quality vs render time ({seeds_note(points)})\n{context}", fontsize=10)
+    fig.text(0.5, 0.005, error_bars_note(points), ha="center", va="bottom", fontsize=8, color="0.3")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    keyed = set()
+    for ax, pts in placements:  # after the layout: placement works in screen pixels
+        keyed.update(place_labels(ax, pts))
+    if keyed:  # labels that found no room are numbers: their key under the plots
+        key = "   ".join(f"{i}: {short(points[i - 1]['variant'])}" for i in sorted(map(int, keyed)))
+        fig.text(0.01, -0.01, textwrap.fill(key, 200), ha="left", va="top", fontsize=7)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
-def plot_stages(points: list[dict], path: Path) -> None:
-    """Stacked bars per variant: render stages per view, and a training step's phases."""
+def plot_stages(points: list[dict], path: Path, context: str = "") -> None:
+    """Stacked bars per variant: render stages per view, and a training step's phases. The
+    legend sits under the axes, where it cannot cover a bar."""
     panels = [(prefix, label) for prefix, label in (("stage_ms/", "render time per view (ms, median per stage)"),
                                                     ("phase_ms/", "training step (ms, median per phase)"))
               if any(c.startswith(prefix) for c in columns(points))] or [("stage_ms/", "render time (ms)")]
-    fig, axes = plt.subplots(1, len(panels), figsize=(8 * len(panels), 0.45 * max(len(points), 2) + 1.5),
+    fig, axes = plt.subplots(1, len(panels), figsize=(8 * len(panels), 0.45 * max(len(points), 2) + 2.4),
                              squeeze=False)
     for ax, (prefix, label) in zip(axes[0], panels):
         parts = [c for c in columns(points) if c.startswith(prefix)]
@@ -105,58 +185,40 @@ def plot_stages(points: list[dict], path: Path) -> None:
         ax.set_yticks(range(len(points)), [short(p["variant"]) for p in points], fontsize=7)
         ax.set_xlabel(label)
         if parts:
-            ax.legend(fontsize=8, loc="best")
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14 - 0.3 / max(len(points), 2)),
+                      ncol=min(len(parts), 6), frameon=False)
         ax.set_title("Per-stage render latency" if prefix == "stage_ms/" else "Per-phase training step")
         ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(f"Latency per variant: medians over the test views ({seeds_note(points)})\n{context}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
-def plot_seeds(points: list[dict], path: Path) -> None:
+def plot_seeds(points: list[dict], path: Path, context: str = "") -> None:
+    """Quality per variant as dots (bars from 0 would hide the differences, bars from elsewhere
+    exaggerate them): every axis spans the data, says so, and PSNR, SSIM and LPIPS are alike."""
     metrics = [("psnr", "PSNR (dB)"), ("ssim", "SSIM")] + (
         [("lpips", "LPIPS")] if any(_finite(p.get("lpips")) for p in points) else [])
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.5 * len(metrics), 0.45 * max(len(points), 2) + 1.8),
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.8 * len(metrics), 0.45 * max(len(points), 2) + 2.2),
                              squeeze=False)
     for ax, (key, name) in zip(axes[0], metrics):
-        ax.barh(range(len(points)), [p[key] for p in points], xerr=[p[key + "_std"] for p in points],
-                color="tab:green", alpha=0.8, capsize=3)
+        xerr = [p[key + "_std"] if p["runs"] > 1 else float("nan") for p in points]
+        ax.errorbar([p[key] for p in points], range(len(points)), xerr=xerr, fmt="o", color="tab:green",
+                    ecolor="0.4", capsize=3, markersize=5)
+        for i, p in enumerate(points):
+            if _finite(p[key]):
+                ax.annotate(fmt(p[key]), (p[key], i), xytext=(0, 5), textcoords="offset points", fontsize=6,
+                            ha="center", color="0.3")
         ax.set_yticks(range(len(points)), [f"{short(p['variant'])} (n={p['runs']})" for p in points], fontsize=7)
-        ax.set_xlabel(name)
-        finite = [p[key] for p in points if _finite(p[key])]
-        if finite and key != "lpips":  # zoom to the differences
-            lo, hi = min(finite), max(finite)
-            ax.set_xlim(lo - 0.1 * (hi - lo + 1e-3) - max(p[key + "_std"] for p in points), hi + 0.1 * (hi - lo + 1e-3)
-                        + max(p[key + "_std"] for p in points))
+        ax.set_xlabel(f"{name}: axis spans the data, not from 0")
+        ax.xaxis.set_major_locator(MaxNLocator(4))  # long tick labels (0.01975) must not collide
+        ax.margins(x=0.15, y=0.08)
         ax.grid(axis="x", alpha=0.3)
-    fig.suptitle("Quality per variant (mean ± std over seeds)")
+    fig.suptitle(f"Quality per variant ({seeds_note(points)})\n{context}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
-
-
-def write_html(rows: list[dict], out: Path, title: str) -> Path:
-    cols = [c for c in columns(rows) if c not in ("dir",)]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr class='{}'>".format(html.escape(str(r.get("status")))) + "".join(
-        f"<td>{html.escape(fmt(r.get(c)) if isinstance(r.get(c), float) else str(r.get(c) if r.get(c) is not None else '–'))}</td>"
-        for c in cols) + "</tr>" for r in rows)
-    images = "".join(f'<figure><img src="{name}" alt="{name}"><figcaption>{name}</figcaption></figure>'
-                     for name in PLOTS)
-    page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse;font-size:12px}}
-td,th{{border:1px solid #ccc;padding:2px 6px}} tr.failed,tr.missing{{background:#fdd}} tr.invalid{{background:#eee}}
-img{{max-width:100%}} figure{{margin:1em 0}}</style></head>
-<body><h1>{html.escape(title)}</h1>
-<p>{len(rows)} jobs, {sum(r.get('status') == 'ok' for r in rows)} ok.</p>
-{images}
-<h2>All jobs</h2><table><tr>{head}</tr>{body}</table>
-</body></html>
-"""
-    path = out / "index.html"
-    path.write_text(page)
-    return path
 
 
 def to_wandb(rows: list[dict], points: list[dict], out: Path, group: str, project: str, mode: str) -> None:
@@ -190,17 +252,23 @@ def rows_from_wandb(project: str, group: str) -> list[dict]:
         for key in ("psnr", "ssim", "lpips", "size_mb", "num_gaussians", "render_ms", "train_seconds"):
             row[key] = s.get(key)
         row.update(timing_columns(s))
+        row.update(scene=scene_name(run.config.get("data") or {}), iterations=s.get("iterations"),
+                   device=s.get("device") or run.config.get("device"),
+                   backend=backend_of((run.config.get("rasterizer") or {}).get("_target_")))
         rows.append(row)
     return rows
 
 
-def build(rows: list[dict], out: Path, title: str) -> list[dict]:
+def build(rows: list[dict], out: Path, title: str, given: dict | None = None,
+          sweep_dir: Path | None = None) -> list[dict]:
+    """The plots and index.html into `out`; given: context the rows lack (context_text)."""
     out.mkdir(parents=True, exist_ok=True)
     points = variant_means(rows)
-    plot_quality_vs_speed(points, out / PLOTS[0])
-    plot_stages(points, out / PLOTS[1])
-    plot_seeds(points, out / PLOTS[2])
-    write_html(rows, out, title)
+    context = context_text(rows, given)
+    plot_quality_vs_speed(points, out / PLOTS[0], context)
+    plot_stages(points, out / PLOTS[1], context)
+    plot_seeds(points, out / PLOTS[2], context)
+    write_html(rows, out, title, PLOTS, context, sweep_dir)
     return points
 
 
@@ -213,6 +281,8 @@ def main(argv=None) -> Path:
     p.add_argument("--wandb-mode", default="offline", choices=("offline", "online"))
     p.add_argument("--wandb-project", default="gsexp")
     p.add_argument("--wandb-group", help="read the runs of this wandb group instead of a sweep dir (online)")
+    for key in CONTEXT:
+        p.add_argument(f"--{key}", help=f"state the {key} where the jobs did not record it (e.g. older sweeps)")
     args = p.parse_args(argv)
     if args.wandb_group and not args.sweep_dir:
         rows, group = rows_from_wandb(args.wandb_project, args.wandb_group), args.wandb_group
@@ -231,7 +301,8 @@ def main(argv=None) -> Path:
         group, out = f"sweep-{args.sweep_dir.name}", args.out or args.sweep_dir / "dashboard"
     if not rows:
         p.error("no jobs found")
-    points = build(rows, out, title=f"gsexp {group}")
+    points = build(rows, out, title=f"gsexp {group}", given={k: getattr(args, k) for k in CONTEXT},
+                   sweep_dir=args.sweep_dir)
     if args.wandb:
         to_wandb(rows, points, out, group, args.wandb_project, args.wandb_mode)
     print(f"[gsexp] dashboard: {out / 'index.html'}")

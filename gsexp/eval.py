@@ -37,11 +37,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gsexp.atomic import atomic_write
+from gsexp.comparison import CAPTION, ERROR_GAIN, error_map, save_comparison  # noqa: F401  (gsexp.eval.error_map)
 from gsexp.export import USER_ERRORS, UserError, check_model_path, load_model, one_line
 from gsexp.paths import REPO_ROOT
 
@@ -50,7 +50,6 @@ CONF = REPO_ROOT / "conf"
 OWN_KEYS = {"out": None, "split": "test", "lpips": "auto", "lpips_net": None, "device": "auto"}
 KEYS_HELP = ("data=<kind>, data.<key>=v, rasterizer=<variant>, rasterizer.<switch>=v, out=, split=, "
              "lpips=, lpips_net=, device=")
-ERROR_GAIN = 4.0  # error map: |render - gt| * 4, clamped to 1
 
 
 @dataclass
@@ -64,12 +63,13 @@ class Request:
 # ----------------------------------------------------------------------------- arguments
 
 def parse_args(argv: list[str]) -> Request:
-    models = [a for a in argv if "=" not in a]
+    # an existing path is the model even with '=' in it (run folders are named after overrides)
+    models = [a for a in argv if "=" not in a or Path(a).exists()]
     if len(models) != 1:
         what = "no model given" if not models else f"{len(models)} models given ({', '.join(models)})"
         raise UserError(f"{what}; usage: {PROG} <run dir | .pt | .ply | .splat> [key=value ...]")
     req = Request(Path(models[0]))
-    for arg in (a for a in argv if "=" in a):
+    for arg in (a for a in argv if a not in models):
         key, value = arg.split("=", 1)
         key = key.lstrip("+")
         if key in ("data", "rasterizer"):
@@ -139,21 +139,6 @@ def compose(req: Request) -> DictConfig:
 
 
 # ----------------------------------------------------------------------------- images
-
-def error_map(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    """[3, H, W]: mean_c |img - ref| * ERROR_GAIN clamped to [0, 1], as black-red-yellow-white."""
-    t = ((img - ref).abs().mean(0) * ERROR_GAIN).clamp(0, 1)
-    return torch.stack([(3 * t).clamp(0, 1), (3 * t - 1).clamp(0, 1), (3 * t - 2).clamp(0, 1)])
-
-
-def save_comparison(path: Path, ref: torch.Tensor, img: torch.Tensor) -> None:
-    """ground truth | render | error map, side by side, as an 8-bit PNG."""
-    from PIL import Image
-
-    row = torch.cat([ref, img, error_map(img, ref)], dim=2).clamp(0, 1)
-    pixels = (row * 255).round().byte().permute(1, 2, 0).cpu().numpy()
-    Image.fromarray(np.ascontiguousarray(pixels)).save(path)
-
 
 def image_names(cameras, prefix: str = "view") -> list[str]:
     """One file name per view: the camera's name made safe, made unique."""
@@ -294,8 +279,7 @@ def main(argv=None) -> int:
               "split": req.own["split"], "data": OmegaConf.to_container(cfg.data, resolve=True),
               "rasterizer": {"name": settings.name, **settings.switches()}, "device": str(device),
               "lpips_net": lpips_net, "mean": mean, "per_view": rows,
-              "images": "ground truth | render | error; error = mean_c |render - gt| x 4 clamped to "
-                        "[0, 1], black-red-yellow-white"}
+              "images": CAPTION}
     with atomic_write(out / "metrics.json") as f:
         f.write(json.dumps(finite(result), indent=2).encode())
     print_table(rows, mean)

@@ -111,6 +111,13 @@ def test_eval_run_directory_needs_no_arguments(tmp_path):
         assert np.asarray(im)[:, 2 * SIZE:].max() > 0
 
 
+def test_eval_takes_a_run_folder_named_after_overrides(tmp_path):
+    """Run folders are named after their overrides ("seed=1,..."): the path is still the model."""
+    run = make_run_dir(tmp_path, ground_truth(N_GT, seed=0)).rename(tmp_path / "seed=1,rasterizer=torch")
+    assert gs_eval.main([str(run), "lpips=false"]) == 0
+    assert (run / "eval" / "metrics.json").is_file()
+
+
 def test_error_map_scale():
     ref = torch.zeros(3, 2, 2)
     img = torch.tensor([0.0, 0.05, 0.25, 1.0]).reshape(1, 2, 2).expand(3, 2, 2)

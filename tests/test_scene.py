@@ -89,8 +89,8 @@ def fern(shared):
 
 @pytest.fixture(scope="module")
 def beer(shared):
-    with pytest.warns(UserWarning, match="distortion is ignored"):
-        return load_scene("colmap", need(shared / "data/colmap/beer"), downscale=4)
+    with pytest.warns(UserWarning, match="distortion is ignored"):  # undistorting: tests/test_undistort.py
+        return load_scene("colmap", need(shared / "data/colmap/beer"), downscale=4, undistort=False)
 
 
 def test_blender_lego(lego):

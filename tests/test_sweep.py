@@ -17,12 +17,14 @@ from test_train_run import run_train
 
 # --- GPU pool ------------------------------------------------------------------------------------
 
-def _pool_job(lock_dir, devices, out_dir, job, reps):
-    """A worker process that runs `reps` jobs, each holding a device for a moment."""
+def _pool_job(lock_dir, devices, out_dir, job, reps, barrier):
+    """A worker process that runs `reps` jobs, each holding a device for a moment. The barrier
+    starts the workers together, so that they contend however slowly each one started."""
+    barrier.wait(60)
     for r in range(reps):
         with gpu_pool.claim(lock_dir, devices, poll_s=0.01) as device:
             start = time.monotonic()
-            time.sleep(0.05)
+            time.sleep(0.2)
             Path(out_dir, f"{job}_{r}.json").write_text(json.dumps({
                 "device": device, "start": start, "end": time.monotonic(), "pid": os.getpid(),
                 "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}))
@@ -32,7 +34,9 @@ def test_pool_gives_each_running_job_its_own_device(tmp_path, monkeypatch):
     monkeypatch.delenv(gpu_pool.PINNED_ENV, raising=False)
     devices = ["3", "5"]  # fake device ids: the pool only hands out names
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_pool_job, args=(tmp_path / "locks", devices, tmp_path, j, 3)) for j in range(4)]
+    barrier = ctx.Barrier(4)
+    procs = [ctx.Process(target=_pool_job, args=(tmp_path / "locks", devices, tmp_path, j, 3, barrier))
+             for j in range(4)]
     for p in procs:
         p.start()
     for p in procs:

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 CONFIGS = {  # overrides on top of experiment=lego_fast (tc_gs + accutile, every pure speed-up)
     "fast": [],
     "vanilla_fast": ["rasterizer=vanilla"],
-    "no_sync": ["pair_capacity=true"],                      # pair buffers from recent counts
+    "with_sync": ["pair_capacity=false"],                   # read the pair count back every step
     "sparse_adam": ["sparse_adam=true"],
     "no_fused_ssim": ["fused_ssim=false"],
     "no_fused_adam": ["fused_adam=false"],
@@ -28,15 +28,15 @@ CONFIGS = {  # overrides on top of experiment=lego_fast (tc_gs + accutile, every
 }
 
 
-def train(name: str, overrides: list[str], data: str, iterations: int, out: Path) -> dict:
+def train(name: str, overrides: list[str], data: str, iterations: int, out: Path, extra: list[str]) -> dict:
     run_dir = out / name
     cmd = [sys.executable, "train.py", "experiment=lego_fast", f"data.path={data}", f"iterations={iterations}",
-           "logger=none", "checkpoint_every=0", f"hydra.run.dir={run_dir}", *overrides]
+           "logger=none", "checkpoint_every=0", f"hydra.run.dir={run_dir}", *extra, *overrides]
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, cwd=REPO, check=True)
     s = json.loads((run_dir / "summary.json").read_text())
     return {"config": name, "overrides": " ".join(overrides), **{k: s.get(k) for k in (
-        "train_seconds", "psnr", "ssim", "lpips", "num_gaussians", "peak_memory_mb", "phase_ms")}}
+        "train_seconds", "psnr", "ssim", "lpips", "num_gaussians", "peak_memory_mb", "phase_ms", "pair_overflows")}}
 
 
 def peer(script: str, data: str, iterations: int, out: Path) -> dict:
@@ -45,18 +45,19 @@ def peer(script: str, data: str, iterations: int, out: Path) -> dict:
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, cwd=REPO, check=True)
     s = json.loads(path.read_text())
+    s.setdefault("peak_memory_mb", (s.get("peak_mem_gib") or 0) * 1024)
     return {"config": "gsplat 1.5.3 (peer)", "overrides": "", **s}
 
 
 def table(rows: list[dict]) -> str:
     phases = ("render", "loss", "backward", "densify", "optimizer")
-    head = ["config", "train s", "PSNR", "SSIM", "LPIPS", "#G", *[f"{p} ms" for p in phases]]
+    head = ["config", "train s", "PSNR", "SSIM", "LPIPS", "#G", "peak MB", *[f"{p} ms" for p in phases]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         ph = r.get("phase_ms") or {}
         cells = [r["config"], f"{r.get('train_seconds') or 0:.1f}", f"{r.get('psnr') or 0:.2f}",
                  f"{r.get('ssim') or 0:.4f}", "–" if r.get("lpips") is None else f"{r['lpips']:.4f}",
-                 f"{r.get('num_gaussians') or 0:,}", *[f"{ph[p]:.3f}" if p in ph else "–" for p in phases]]
+                 f"{r.get('num_gaussians') or 0:,}", f"{r.get('peak_memory_mb') or 0:,.0f}", *[f"{ph[p]:.3f}" if p in ph else "–" for p in phases]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -67,12 +68,14 @@ def main(argv=None):
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--iterations", type=int, default=30000)
     p.add_argument("--configs", default="fast")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an override for every configuration (e.g. lpips_net=alex where only AlexNet is staged)")
     p.add_argument("--peer", help="path of peer_train_gsplat.py: also train the peer, after ours")
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in a.configs.split(","):
-        rows.append(train(name, CONFIGS[name], a.data, a.iterations, a.out))
+        rows.append(train(name, CONFIGS[name], a.data, a.iterations, a.out, a.set))
     if a.peer:
         rows.append(peer(a.peer, a.data, a.iterations, a.out))
     stamp = time.strftime("%Y-%m-%d %H:%M")

@@ -13,18 +13,24 @@ from gsexp.scene.camera import Camera, Scene
 from gsexp.scene.images import (
     check_downscale, downscaled_size, fit_camera, parallel_map, read_image, resize_area, split_every,
 )
+from gsexp.scene.undistort import (
+    PINHOLE_MODELS, UNDISTORTABLE_MODELS, cached_undistortion, import_pycolmap, registered_images,
+)
 
-PINHOLE_MODELS = ("PINHOLE", "SIMPLE_PINHOLE")
-DISTORTED_MODELS = ("SIMPLE_RADIAL", "RADIAL", "OPENCV")
+DISTORTED_MODELS = ("SIMPLE_RADIAL", "RADIAL", "OPENCV")  # loadable with undistort=False (ignored)
+CACHE = Path("outputs") / "cache"  # the default of conf/paths (relative to the working folder)
 
 
-def load_colmap(path, *, downscale=1, images=None, test_every=8) -> Scene:
+def load_colmap(path, *, downscale=1, images=None, test_every=8, undistort=True, cache=CACHE) -> Scene:
     """Load a COLMAP reconstruction; images sorted by name, i % test_every == 0 are test views.
 
     Images come from `images` (a folder name under `path`) if given, else `images_{downscale}`
     when it exists (already downscaled), else `images/` resized by 1/downscale.
+    Distorted cameras are undistorted through pycolmap (undistort=True) into `cache`/undistorted/,
+    made once per model and image set and never inside `path`; undistort=False ignores the
+    distortion of SIMPLE_RADIAL, RADIAL and OPENCV cameras, with a warning.
     """
-    import pycolmap  # only this loader needs it
+    pycolmap = import_pycolmap()  # only this loader needs it
 
     check_downscale(downscale)
     root = Path(path)
@@ -45,13 +51,16 @@ def load_colmap(path, *, downscale=1, images=None, test_every=8) -> Scene:
         raise ValueError(f"{image_dir} holds images downscaled by {prescaled}, "
                          f"more than downscale={downscale}")
 
-    registered = sorted((im for im in rec.images.values() if im.has_pose), key=lambda im: im.name)
+    registered = registered_images(rec)
     models = {im.camera.model.name for im in registered}
-    unsupported = models - set(PINHOLE_MODELS + DISTORTED_MODELS)
-    if unsupported:
-        raise ValueError(f"{sparse}: camera model(s) {sorted(unsupported)} not supported (only "
-                         f"{', '.join(PINHOLE_MODELS + DISTORTED_MODELS)}); run colmap image_undistorter")
-    named = [(im.name, _camera(im)) for im in registered]
+    check_models(models, sparse, undistort)
+    source = {}  # undistorted image name -> the user's image name
+    if undistort and models - set(PINHOLE_MODELS):
+        entry, source = cached_undistortion(sparse, image_dir, Path(cache) / "undistorted")
+        rec, image_dir = pycolmap.Reconstruction(str(entry / "sparse" / "0")), entry / "images"
+        # Sorted by the source names, so the test views are those of undistort=False.
+        registered = sorted(registered_images(rec), key=lambda im: source.get(im.name, im.name))
+    named = [(im.name, _camera(im, source.get(im.name, im.name))) for im in registered]
 
     def load(item):
         name, cam = item
@@ -66,10 +75,11 @@ def load_colmap(path, *, downscale=1, images=None, test_every=8) -> Scene:
     cams, imgs = [c for c, _ in loaded], [i for _, i in loaded]
     if not cams:
         raise ValueError(f"{sparse}: the reconstruction has no registered images")
-    if models & set(DISTORTED_MODELS):
+    if not undistort and models & set(DISTORTED_MODELS):
         warnings.warn(f"load_colmap: {sparse} uses distorted camera model(s) "
                       f"{sorted(models & set(DISTORTED_MODELS))}; "
-                      "the distortion is ignored. Run colmap image_undistorter for exact results")
+                      "the distortion is ignored (undistort=False). Use undistort=True (data.undistort=true) "
+                      "for exact cameras")
 
     xyz = np.array([p.xyz for p in rec.points3D.values()], dtype=np.float32).reshape(-1, 3)
     rgb = np.array([p.color for p in rec.points3D.values()], dtype=np.float32).reshape(-1, 3) / 255.0
@@ -80,14 +90,23 @@ def load_colmap(path, *, downscale=1, images=None, test_every=8) -> Scene:
                  meta={"kind": "colmap", "path": str(root), "downscale": downscale, "images": images})
 
 
-def _camera(im) -> Camera:
+def check_models(models: set, sparse: Path, undistort: bool) -> None:
+    usable = PINHOLE_MODELS + (UNDISTORTABLE_MODELS if undistort else DISTORTED_MODELS)
+    unsupported = models - set(usable)
+    if unsupported:
+        hint = "" if undistort else "; with undistort=True (data.undistort=true) gsexp undistorts them"
+        raise ValueError(f"{sparse}: camera model(s) {sorted(unsupported)} not supported (only "
+                         f"{', '.join(usable)}{hint}); run colmap image_undistorter")
+
+
+def _camera(im, name: str) -> Camera:
     c = im.camera
     pose = im.cam_from_world
     pose = pose() if callable(pose) else pose  # a method in pycolmap 4.x, a property in older ones
     w2c = torch.eye(4)
     w2c[:3] = torch.from_numpy(np.asarray(pose.matrix(), dtype=np.float64)).float()
     return Camera(w2c, c.focal_length_x, c.focal_length_y, c.principal_point_x, c.principal_point_y,
-                  c.width, c.height, name=Path(im.name).stem)
+                  c.width, c.height, name=Path(name).stem)
 
 
 def _sparse_dir(root: Path) -> Path:

@@ -16,6 +16,7 @@ from gsexp.train.phases import PHASES
 METRICS = ("psnr", "ssim", "lpips", "size_mb", "num_gaussians", "render_ms", "train_seconds")
 SEED = re.compile(r"^seed=")
 GPU_RECORD = ("gpu", "gpu_uuid", "started", "ended")  # written by pool jobs (train.py), with gpu_seen
+CONTEXT = ("scene", "iterations", "device", "backend")  # what every plot of the sweep must state
 
 
 def timing_columns(summary: dict) -> dict:
@@ -64,6 +65,8 @@ def collect(sweep_dir) -> list[dict]:
             row.update({k: summary.get(k) for k in GPU_RECORD})
             row["gpu_seen"] = " ".join(summary.get("gpu_seen") or []) if "gpu_seen" in summary else None
         row.update(timing_columns(summary))
+        row.update(view_spread(summary))
+        row.update(job_context(job, summary))
         row["_overrides"] = overrides
         rows.append(row)
     # A variant is what sets a job apart: drop overrides every job shares, and the seed.
@@ -72,6 +75,46 @@ def collect(sweep_dir) -> list[dict]:
         own = [o for o in row.pop("_overrides") if o not in shared and not SEED.match(o)]
         row["variant"] = " ".join(own) or "default"
     return rows
+
+
+def view_spread(summary: dict) -> dict:
+    """render_ms_p25 / _p75: the quartiles of the test views' render times (the render-time
+    error bars), when the summary has per-view times."""
+    times = sorted(v["render_ms"] for v in summary.get("per_view") or [] if v.get("render_ms") is not None)
+    if len(times) < 2:
+        return {}
+    q = statistics.quantiles(times, n=4, method="inclusive")
+    return {"render_ms_p25": q[0], "render_ms_p75": q[2]}
+
+
+def scene_name(data: dict) -> str | None:
+    """'lego (blender, downscale 2)' from a job's data config."""
+    if not data.get("kind"):
+        return None
+    name = Path(str(data["path"])).name if data.get("path") else data["kind"]
+    scale = f", downscale {data['downscale']}" if (data.get("downscale") or 1) > 1 else ""
+    return name if name == data["kind"] else f"{name} ({data['kind']}{scale})"
+
+
+def backend_of(target) -> str | None:
+    """torch | cuda: the backend of a rasterizer settings class named by its `_target_`."""
+    from gsexp.render.settings import VARIANTS
+
+    cls = next((c for c in VARIANTS.values() if f"{c.__module__}.{c.__qualname__}" == target), None)
+    return cls.backend if cls else None
+
+
+def job_context(job: Path, summary: dict) -> dict:
+    """scene, iterations, device and backend of a job, from its summary and .hydra/config.yaml.
+    device: the summary's, else cuda for a pool job on a GPU or a CUDA rasterizer, else the
+    config's device= (auto when it did not say)."""
+    path = job / ".hydra" / "config.yaml"
+    cfg = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    backend = backend_of((cfg.get("rasterizer") or {}).get("_target_"))
+    device = summary.get("device") or ("cuda" if summary.get("gpu") is not None or backend == "cuda"
+                                       else cfg.get("device"))
+    return {"scene": scene_name(cfg.get("data") or {}), "iterations": summary.get("iterations") or cfg.get("iterations"),
+            "device": device, "backend": backend}
 
 
 def columns(rows: list[dict]) -> list[str]:
@@ -126,38 +169,42 @@ def mean_std(values) -> tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
-def write_markdown(rows: list[dict], path, title: str = "Sweep results") -> None:
-    """Finished jobs as a table, then variants over seeds (mean ± std), then what did not run."""
+def tables(rows: list[dict]) -> list[tuple[str, list[str], list[list]]]:
+    """results.md's tables as (title, header, cells): finished jobs, variants over seeds (mean ±
+    std, when a variant ran more than once), jobs that did not finish. The HTML page shows the same."""
     stage_cols = [c for c in columns(rows) if c.startswith(("stage_ms/", "phase_ms/"))]
     head = ["job", "variant", "seed", "PSNR", "SSIM", "LPIPS", "size MB", "#G", "render ms",
             *[c.split("/", 1)[1] + (" ms" if c.startswith("stage") else " ms/step") for c in stage_cols], "train s"]
-    lines = [f"# {title}", "", f"{len(rows)} jobs: " + ", ".join(
-        f"{sum(r['status'] == s for r in rows)} {s}" for s in sorted({r['status'] for r in rows})), ""]
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        if r["status"] != "ok":
-            continue
-        cells = [r["job"], r["variant"], r["seed"] or "–", fmt(r["psnr"]), fmt(r["ssim"]), fmt(r["lpips"]),
-                 fmt(r["size_mb"], 3), fmt(r["num_gaussians"]), fmt(r["render_ms"], 3),
-                 *[fmt(r.get(c), 3) for c in stage_cols], fmt(r["train_seconds"], 3)]
-        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    done = [[r["job"], r["variant"], r["seed"] or "–", fmt(r["psnr"]), fmt(r["ssim"]), fmt(r["lpips"]),
+             fmt(r["size_mb"], 3), fmt(r["num_gaussians"]), fmt(r["render_ms"], 3),
+             *[fmt(r.get(c), 3) for c in stage_cols], fmt(r["train_seconds"], 3)] for r in rows if r["status"] == "ok"]
+    out = [("", head, done)]
     groups = by_variant(rows)
     if any(len(g) > 1 for g in groups.values()):
-        lines += ["", "## Over seeds (mean ± std)", "", "| variant | runs | PSNR | SSIM | LPIPS | render ms |",
-                  "|---|---|---|---|---|---|"]
-        for variant, g in groups.items():
-            cells = [variant, len(g)] + [
-                "{:.4g} ± {:.2g}".format(*mean_std(r[k] for r in g)) for k in ("psnr", "ssim", "lpips", "render_ms")]
-            lines.append("| " + " | ".join(map(str, cells)) + " |")
+        cells = [[variant, len(g)] + ["{:.4g} ± {:.2g}".format(*mean_std(r[k] for r in g))
+                                      for k in ("psnr", "ssim", "lpips", "render_ms")] for variant, g in groups.items()]
+        out.append(("Over seeds (mean ± std)", ["variant", "runs", "PSNR", "SSIM", "LPIPS", "render ms"], cells))
+    others = [[r["job"], r["overrides"], r["status"], (r["error"] or "").replace("\n", " ")]
+              for r in rows if r["status"] != "ok"]
+    if others:
+        out.append(("Did not finish", ["job", "overrides", "status", "error"], others))
+    return out
+
+
+def write_markdown(rows: list[dict], path, title: str = "Sweep results") -> None:
+    """Finished jobs as a table, then variants over seeds (mean ± std), the GPUs, what did not run."""
+    lines = [f"# {title}", "", f"{len(rows)} jobs: " + ", ".join(
+        f"{sum(r['status'] == s for r in rows)} {s}" for s in sorted({r['status'] for r in rows}))]
     check = gpu_sharing(rows)
+    for name, head, cells in tables(rows):
+        if name == "Did not finish" and check:  # the GPUs section sits before it, as it always has
+            lines += ["", "## GPUs", "", check]
+            check = ""
+        lines += ["", f"## {name}", ""] if name else [""]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in cells]
     if check:
         lines += ["", "## GPUs", "", check]
-    others = [r for r in rows if r["status"] != "ok"]
-    if others:
-        lines += ["", "## Did not finish", "", "| job | overrides | status | error |", "|---|---|---|---|"]
-        for r in others:
-            error = (r["error"] or "").replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {r['job']} | {r['overrides']} | {r['status']} | {error} |")
     Path(path).write_text("\n".join(lines) + "\n")
 
 

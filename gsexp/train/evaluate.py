@@ -36,8 +36,9 @@ def synced_clock(device: torch.device) -> float:
 
 def evaluate(g: Gaussians, scene, settings, device, logger, step: int, *, lpips_net: str | None,
              renders_dir: Path | None = None, prefix: str = "eval") -> dict:
-    """PSNR / SSIM / LPIPS (when lpips_net) on the test split, mean and per view; renders saved
-    as PNG into renders_dir. Also the render latency: end to end and per stage (medians over
+    """PSNR / SSIM / LPIPS (when lpips_net) on the test split, mean and per view; into renders_dir
+    each render as test_<i>.png and ground truth | render | error as test_<i>_compare.png
+    (gsexp/comparison.py). Also the render latency: end to end and per stage (medians over
     the views, stage timing on). Logged under `prefix`/."""
     g = g.detach()
     bg = tuple(scene.background)
@@ -54,10 +55,14 @@ def evaluate(g: Gaussians, scene, settings, device, logger, step: int, *, lpips_
             ref = ref.to(device)  # metrics where the render is (LPIPS on a CPU dominates a GPU eval)
             per_view.append({"view": cam.name or str(i), "psnr": metrics.psnr(img, ref).item(),
                              "ssim": metrics.ssim(img, ref).item(),
-                             "lpips": metrics.lpips(img, ref, net=lpips_net).item() if lpips_net else None})
+                             "lpips": metrics.lpips(img, ref, net=lpips_net).item() if lpips_net else None,
+                             "render_ms": render_ms[-1]})  # the spread over views: the dashboard's error bars
             if renders_dir is not None:
                 from torchvision.utils import save_image
+
+                from gsexp.comparison import save_comparison
                 save_image(img, renders_dir / f"test_{i:03d}.png")
+                save_comparison(renders_dir / f"test_{i:03d}_compare.png", ref, img)
             if i == 0:
                 logger.log_image(f"{prefix}/render", img, step)
     mean = {k: (sum(r[k] for r in per_view) / len(per_view) if per_view and per_view[0][k] is not None else None)

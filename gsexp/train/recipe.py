@@ -24,6 +24,7 @@ from gsexp.train.params import means_lr
 from gsexp.train.phases import PhaseTimer
 from gsexp.train.progress import Progress
 from gsexp.train.setup import Run, payload, setup
+from gsexp.view.live import live_viewer
 
 
 def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
@@ -34,6 +35,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
         logger.rewind(run.start)  # what a killed attempt logged after its checkpoint
     (run_dir / "renders").mkdir(parents=True, exist_ok=True)
     lpips_net = cfg.lpips_net if lpips_available(cfg) else None
+    viewer, logger = live_viewer(cfg, run.scene, logger, lambda: gaussians(run))  # viewer.enabled: serve it live
     started = time.perf_counter()
     progress = Progress(cfg.iterations, run.start)  # a bar on a terminal, else plain lines (and train.log)
     timer = PhaseTimer(run.device)
@@ -48,17 +50,20 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
                                                  time.perf_counter() - step_start, timer.read()))
         else:
             progress.update(step + 1)
+        viewer.step(step + 1)  # without a browser connected: one look at the client list
         done = step + 1
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.iterations:
             evaluate(gaussians(run), run.scene, run.settings, run.device, logger, done, lpips_net=lpips_net)
         if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.iterations:
             save_checkpoint(run_dir, done, payload(run, done, run.elapsed + time.perf_counter() - started))
     progress.close()
+    viewer.close()
     train_seconds = run.elapsed + time.perf_counter() - started  # every attempt's
     if run.device.type == "cuda":
         torch.cuda.synchronize(run.device)
     timer.read()
-    trained = {"train_seconds": train_seconds, "phase_ms": timer.medians(), "peak_memory_mb": peak_memory_mb(run.device),
+    trained = {"device": run.device.type if run.device.type == "cpu" else torch.cuda.get_device_name(run.device),
+               "train_seconds": train_seconds, "phase_ms": timer.medians(), "peak_memory_mb": peak_memory_mb(run.device),
                "pair_overflows": run.pairs.overflows}
     return {**finish(run, run_dir, logger, lpips_net, train_seconds), **trained, "attempts": run.attempts, "error": None,
             "overrides": list(overrides), "status": "ok"}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The real-capture study on one GPU machine (see README.md). From the checkout, after
+#   source .device/env.sh
+# run:  bash experiments/real_captures/run.sh <step>   with <step> one of
+#   scenes   prepare beer and fern from their photos, and fern's LLFF model as a COLMAP scene
+#   train    the 12 gsexp runs (skips those whose summary.json says ok)
+#   peer     gsplat 1.5.3 on the same loaded data (4 runs)
+#   collect  copy the summaries and prepare.json files into $OUT/real_captures
+# Each gsexp run is one `python train.py` with 30K steps, test views every 8th image.
+set -euo pipefail
+D=${D:-.device/data}                 # the staged scenes (stage_gpu_job.py --scene colmap/beer --scene llff/fern)
+W=${W:-/tmp/real_captures}           # scenes made here and the undistortion cache (not sent back)
+R=${R:-$W/runs}                      # run folders (point clouds are large: collect sends back summaries only)
+PEER=${PEER:-.device/peer_train_gsplat.py}
+ITERS=${ITERS:-30000}
+
+# data label -> the data overrides
+declare -A DATA=(
+  [beer_ignored]="data=colmap data.path=$D/beer data.undistort=false"
+  [beer_undistorted]="data=colmap data.path=$D/beer"
+  [beer_prepared]="data=colmap data.path=$W/beer_prepared"
+  [fern_ignored]="data=colmap data.path=$W/fern_colmap data.undistort=false"
+  [fern_undistorted]="data=colmap data.path=$W/fern_colmap"
+  [fern_prepared]="data=colmap data.path=$W/fern_prepared"
+)
+declare -A RASTER=(
+  [vanilla]="rasterizer=vanilla"
+  [tcgs_accutile]="rasterizer=tc_gs rasterizer.intersect=accutile"
+)
+
+case "${1:-}" in
+scenes)
+  mkdir -p "$W"
+  python -m gsexp.prepare "$D/beer/images" "$W/beer_prepared"
+  python -m gsexp.prepare "$D/fern/images_8" "$W/fern_prepared"
+  python experiments/real_captures/llff_to_colmap.py "$D/fern" "$W/fern_colmap"
+  ;;
+train)
+  for data in beer_ignored beer_undistorted beer_prepared fern_ignored fern_undistorted fern_prepared; do
+    for raster in vanilla tcgs_accutile; do
+      name="${data}_${raster}"
+      if grep -qs '"status": "ok"' "$R/runs/$name/summary.json"; then echo "done: $name"; continue; fi
+      # shellcheck disable=SC2086  # the overrides are words
+      python train.py ${DATA[$data]} ${RASTER[$raster]} iterations="$ITERS" logger=none \
+        paths.root="$R" name="$name" resume=auto
+    done
+  done
+  ;;
+peer)
+  # The peer loads through gsexp.scene.load_scene (undistort on, cache under ./outputs/cache).
+  mkdir -p "$R/peer"
+  python "$PEER" --kind colmap --path "$D/beer" --iters "$ITERS" --out "$R/peer/gsplat_beer_undistorted.json"
+  python "$PEER" --kind colmap --path "$W/beer_prepared" --iters "$ITERS" --out "$R/peer/gsplat_beer_prepared.json"
+  python "$PEER" --kind colmap --path "$W/fern_colmap" --iters "$ITERS" --out "$R/peer/gsplat_fern_undistorted.json"
+  python "$PEER" --kind colmap --path "$W/fern_prepared" --iters "$ITERS" --out "$R/peer/gsplat_fern_prepared.json"
+  ;;
+collect)
+  dst="${OUT:?set OUT}/real_captures"
+  mkdir -p "$dst"
+  for f in "$R"/runs/*/summary.json; do mkdir -p "$dst/$(basename "$(dirname "$f")")"; cp "$f" "$dst/$(basename "$(dirname "$f")")/"; done
+  cp "$R"/peer/*.json "$dst/" 2>/dev/null || true
+  for s in beer_prepared fern_prepared; do cp "$W/$s/prepare.json" "$dst/$s.prepare.json"; done
+  ;;
+*)
+  sed -n '2,9p' "$0"; exit 2
+  ;;
+esac

@@ -1,0 +1,29 @@
+"""Ground truth | render | error map, side by side: what gsexp.eval and the trainer's final
+evaluation write per view. The error map is mean_c |render - gt| times ERROR_GAIN, clamped to
+[0, 1] (full scale: an error of 0.25, 64 of 255 levels), through a black-red-yellow-white
+("hot") colour map: black is exact."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ERROR_GAIN = 4.0  # error map: |render - gt| * 4, clamped to 1
+CAPTION = ("ground truth | render | error; error = mean_c |render - gt| x 4 clamped to [0, 1], "
+           "black-red-yellow-white")
+
+
+def error_map(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """[3, H, W]: mean_c |img - ref| * ERROR_GAIN clamped to [0, 1], as black-red-yellow-white."""
+    t = ((img - ref).abs().mean(0) * ERROR_GAIN).clamp(0, 1)
+    return torch.stack([(3 * t).clamp(0, 1), (3 * t - 1).clamp(0, 1), (3 * t - 2).clamp(0, 1)])
+
+
+def save_comparison(path: Path, ref: torch.Tensor, img: torch.Tensor) -> None:
+    """ground truth | render | error map, side by side, as an 8-bit PNG."""
+    from PIL import Image
+
+    row = torch.cat([ref, img, error_map(img, ref)], dim=2).clamp(0, 1)
+    pixels = (row * 255).round().byte().permute(1, 2, 0).cpu().numpy()
+    Image.fromarray(np.ascontiguousarray(pixels)).save(path)
