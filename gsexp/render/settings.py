@@ -21,7 +21,9 @@ from gsexp.render.constants import BLENDS, INTERSECTS, PRECISIONS
 
 BATCHES = (32, 64, 128)  # Gaussians per pipeline stage of the CUDA matrix blends
 TILE_ORDERS = ("heavy_first", "raster")
-BACKWARDS = ("exact",)  # the blend backward; room for the tensor-core form
+# The blend backward: exact fp32, or the GEMM form with its operands in a tensor-core format
+# (reference/gemm_backward.py; the CUDA kernels have the exact one only so far).
+BACKWARDS = ("exact", "gemm_fp32", "gemm_tf32", "gemm_bf16", "gemm_fp16")
 
 
 def _need(ok: bool, key: str, problem: str, error=ConfigError):
@@ -53,6 +55,9 @@ class RasterSettings:
         _choice(self, "intersect", INTERSECTS)
         _choice(self, "tile_order", TILE_ORDERS)
         _choice(self, "backward", BACKWARDS)
+        _need(self.backend != "cuda" or self.backward == "exact", "backward",
+              f"{self.backward!r} runs on the reference only so far (rasterizer=torch); the CUDA kernels "
+              "have backward=exact", InvalidCombination)
         for f in dataclasses.fields(self):
             default = f.default
             if isinstance(default, bool):
@@ -64,7 +69,7 @@ class RasterSettings:
         """The blend formula's arguments (reference/formulas.make_formula)."""
         return {"blend": self.blend, "precision": getattr(self, "precision", "fp32"),
                 "g2l": getattr(self, "g2l", True), "early_cull": getattr(self, "early_cull", True),
-                "half_blend": getattr(self, "half_blend", False)}
+                "half_blend": getattr(self, "half_blend", False), "backward": self.backward}
 
     def replace(self, **changes) -> "RasterSettings":
         return make_settings(self.name, **{**self.switches(), **changes})

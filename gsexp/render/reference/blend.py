@@ -24,6 +24,7 @@ import torch
 
 from gsexp.render.constants import ALPHA_MIN, T_MIN, TILE_SIZE
 from gsexp.render.reference.formulas import Formula, Rows
+from gsexp.render.reference.gemm_backward import GemmBackward
 from gsexp.render.reference.tiles import TileLists
 
 ROUND = 32   # list positions per block per round
@@ -253,6 +254,8 @@ class Blend(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_rgb, grad_t, _):
+        if getattr(ctx.formula, "backward", "exact") != "exact":
+            return (*gemm_form_backward(ctx, grad_rgb, grad_t), None, None, None, None)
         *inputs, final_t = ctx.saved_tensors
         leaves = [x.detach().requires_grad_() for x in inputs]
         means2d, conics, opacities, colors = leaves
@@ -261,15 +264,38 @@ class Blend(torch.autograd.Function):
                 u, v = _tile_xy(e.pixel, means2d.dtype)
                 alpha, _ = ctx.formula(gather_rows(means2d, conics, opacities, ctx.tiles, e.pair), u, v)
                 color = colors.index_select(0, ctx.tiles.gauss_ids.index_select(0, e.pair))
-                g_rgb, g_t = grad_rgb.index_select(0, e.pixel), grad_t.index_select(0, e.pixel)
                 with torch.no_grad():
-                    one_minus = 1 - alpha
-                    d_alpha = ((e.trans[:, None] * color - e.behind / one_minus[:, None]) * g_rgb).sum(1) \
-                        - g_t * final_t.index_select(0, e.pixel) / one_minus
-                    d_color = (alpha * e.trans)[:, None] * g_rgb
+                    d_alpha, d_color = _pixel_grads(e, alpha, color, grad_rgb, grad_t, final_t)
                 torch.autograd.backward((alpha, color), (d_alpha, d_color))
         grads = [x.grad if x.grad is not None else torch.zeros_like(x) for x in leaves]
         return (*grads, None, None, None, None)
+
+
+def _pixel_grads(e, alpha, color, grad_rgb, grad_t, final_t):
+    """dL/dalpha and dL/dcolour of a round's entries, in closed form (module docstring)."""
+    g_rgb, g_t = grad_rgb.index_select(0, e.pixel), grad_t.index_select(0, e.pixel)
+    one_minus = 1 - alpha
+    d_alpha = ((e.trans[:, None] * color - e.behind / one_minus[:, None]) * g_rgb).sum(1) \
+        - g_t * final_t.index_select(0, e.pixel) / one_minus
+    return d_alpha, (alpha * e.trans)[:, None] * g_rgb
+
+
+@torch.no_grad()
+def gemm_form_backward(ctx, grad_rgb, grad_t):
+    """The backward as a tensor-core kernel computes it (gemm_backward.py): no autograd."""
+    means2d, conics, opacities, colors, final_t = ctx.saved_tensors
+    tiles, formula = ctx.tiles, ctx.formula
+    gemm = GemmBackward(formula.backward, formula.blend)
+    d_colors = torch.zeros_like(colors)
+    for e in ctx.rounds:
+        u, v = _tile_xy(e.pixel, means2d.dtype)
+        rows = gather_rows(means2d, conics, opacities, tiles, e.pair)
+        alpha, _ = formula(rows, u, v)
+        gauss = tiles.gauss_ids.index_select(0, e.pair)
+        d_alpha, d_color = _pixel_grads(e, alpha, colors.index_select(0, gauss), grad_rgb, grad_t, final_t)
+        d_colors.index_add_(0, gauss, d_color)
+        gemm.add(rows, formula.exponent(rows, u, v), u, v, alpha, d_alpha, e.pair)
+    return (*gemm.grads(tiles, means2d, conics, opacities), d_colors)
 
 
 def blend(proj, tiles: TileLists, formula: Formula, width: int, height: int,

@@ -47,11 +47,14 @@ def _clamp_max(x, limit):
     return torch.where(x > limit, limit, x)
 
 
-def vanilla(r: Rows, u, v):
+def vanilla_power(r: Rows, u, v):
     dx = r.mx - (r.ox + u)
     dy = r.my - (r.oy + v)
-    power = -0.5 * (r.a * dx * dx + r.c * dy * dy) - r.b * dx * dy
-    return _alpha_and_keep(power, r.o)
+    return -0.5 * (r.a * dx * dx + r.c * dy * dy) - r.b * dx * dy
+
+
+def vanilla(r: Rows, u, v):
+    return _alpha_and_keep(vanilla_power(r, u, v), r.o)
 
 
 TILE_CENTER = (TILE_SIZE - 1) / 2  # G2L reference point: offsets and coordinates stay within +-7.5
@@ -96,13 +99,16 @@ def _dot(gaussian_vec, pixel_vec, precision: str):
 def gemm(precision: str = "fp32", g2l: bool = True) -> Formula:
     """GEMM-GS: power = (6-vector per Gaussian) . (1, u, v, u^2, v^2, uv)."""
 
-    def formula(r: Rows, u, v):
+    def power(r: Rows, u, v):
         mx, my, pu, pv = _frame(r, u, v, g2l)
         const, lx, ly, qx, qy, qxy = _quadratic(r, mx, my)
         one = torch.ones_like(pu)
-        power = _dot((const, lx, ly, qx, qy, qxy), (one, pu, pv, pu * pu, pv * pv, pu * pv), precision)
-        return _alpha_and_keep(_clamp_max(power, 0.0), r.o)
+        return _dot((const, lx, ly, qx, qy, qxy), (one, pu, pv, pu * pu, pv * pv, pu * pv), precision)
 
+    def formula(r: Rows, u, v):
+        return _alpha_and_keep(_clamp_max(power(r, u, v), 0.0), r.o)
+
+    formula.exponent = power
     return formula
 
 
@@ -110,27 +116,30 @@ def tcgs(precision: str = "fp32", g2l: bool = True, early_cull: bool = True) -> 
     """TC-GS: beta = ln(o) + power as an 8-vector dot product, the constant split in thirds
     (so each third stays small enough for fp16); EarlyCull tests beta before any exp."""
 
-    def formula(r: Rows, u, v):
+    def beta_of(r: Rows, u, v):
         mx, my, pu, pv = _frame(r, u, v, g2l)
-        log_o = torch.log(r.o)
-        k3, lx, ly, qx, qy, qxy = _quadratic(r, mx, my, log_o, const_scale=1 / 3)
+        k3, lx, ly, qx, qy, qxy = _quadratic(r, mx, my, torch.log(r.o), const_scale=1 / 3)
         one = torch.ones_like(pu)
-        beta = _dot((qx, qy, qxy, lx, ly, k3, k3, k3),
-                    (pu * pu, pv * pv, pu * pv, pu, pv, one, one, one), precision)
-        beta = _clamp_max(beta, log_o)  # power = beta - ln(o) <= 0
+        return _dot((qx, qy, qxy, lx, ly, k3, k3, k3), (pu * pu, pv * pv, pu * pv, pu, pv, one, one, one), precision)
+
+    def formula(r: Rows, u, v):
+        beta = _clamp_max(beta_of(r, u, v), torch.log(r.o))  # power = beta - ln(o) <= 0
         # C semantics as in _alpha_and_keep: a NaN beta passes every test, alpha 0.99.
         alpha = torch.fmin(torch.exp(beta), torch.full_like(beta, ALPHA_MAX))
         passes = ~(beta < LOG_ALPHA_MIN) if early_cull else ~(alpha < ALPHA_MIN)
         return alpha, passes
 
+    formula.exponent = beta_of
     return formula
 
 
 def make_formula(blend: str, precision: str = "fp32", g2l: bool = True, early_cull: bool = True,
-                 half_blend: bool = False) -> Formula:
+                 half_blend: bool = False, backward: str = "exact") -> Formula:
     """The formula for a blend variant. `formula.exact` says its alpha equals vanilla's up to
     fp32 rounding, so the blend may skip pairs that provably stay below 1/255;
-    `formula.half_blend` asks the blend for TC-GS's fp16 accumulation of T and colour."""
+    `formula.half_blend` asks the blend for TC-GS's fp16 accumulation of T and colour;
+    `formula.backward` picks the blend backward (exact, or the GEMM form: gemm_backward.py),
+    which reads `formula.exponent` (power, or TC-GS's beta, before its clamp)."""
     check_precision(precision)  # which switches a blend takes: gsexp.render.settings
     if blend == "vanilla":
         formula = vanilla
@@ -147,6 +156,8 @@ def make_formula(blend: str, precision: str = "fp32", g2l: bool = True, early_cu
     # Without G2L even fp32 loses enough to cross thresholds: evaluate every pair as the kernel does.
     wrapped.exact = precision == "fp32" and (blend == "vanilla" or g2l)
     wrapped.half_blend = half_blend
+    wrapped.blend, wrapped.backward = blend, backward
+    wrapped.exponent = getattr(formula, "exponent", vanilla_power)
     return wrapped
 
 
