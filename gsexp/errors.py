@@ -13,3 +13,16 @@ class ConfigError(ValueError):
 
 class InvalidCombination(ConfigError):
     """Settings that are each valid but cannot go together (a sweep lists these as 'invalid')."""
+
+
+class UserError(Exception):
+    """A problem with what the user gave: printed as one line, exit status 2."""
+
+
+# What a command-line entry point reports as one line (exit 2) instead of a traceback.
+USER_ERRORS = (UserError, ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
+               PermissionError)
+
+
+def one_line(err: BaseException) -> str:
+    return " ".join(line.strip() for line in str(err).splitlines() if line.strip()) or type(err).__name__

@@ -42,7 +42,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from gsexp.atomic import atomic_write
 from gsexp.comparison import CAPTION, ERROR_GAIN, error_map, save_comparison  # noqa: F401  (gsexp.eval.error_map)
-from gsexp.export import USER_ERRORS, UserError, check_model_path, load_model, one_line
+from gsexp.errors import USER_ERRORS, UserError, one_line
+from gsexp.export import check_model_path, load_model
 from gsexp.paths import REPO_ROOT
 
 PROG = "python -m gsexp.eval"

@@ -19,22 +19,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from gsexp.errors import USER_ERRORS, UserError, one_line
 from gsexp.gaussians import Gaussians
 
 FORMATS = ("ply", "compressed-ply", "splat")
 PROG = "python -m gsexp.export"
-
-
-class UserError(Exception):
-    """A problem with what the user gave: printed as one line, exit status 2."""
-
-
-USER_ERRORS = (UserError, ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
-               PermissionError)
-
-
-def one_line(err: BaseException) -> str:
-    return " ".join(line.strip() for line in str(err).splitlines() if line.strip()) or type(err).__name__
 
 
 def check_model_path(path) -> Path:

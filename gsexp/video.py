@@ -44,15 +44,15 @@ def orbit_path(source, frames: int, width: int, height: int, up: str | None):
 def test_path(source, frames: int, width: int, height: int):
     """`frames` poses along the test cameras: positions interpolated linearly, rotations by
     normalised quaternion interpolation (the views are close, so nlerp is as good as slerp)."""
-    from gsexp.view.cameras import camera_from_pose, fov_y, pose_of
+    from gsexp.view.cameras import camera_from_pose, pose_of
 
     views = source.test_cameras
     if len(views) < 2:
-        from gsexp.export import UserError
+        from gsexp.errors import UserError
         raise UserError(f"--path test: {source.name} has {len(views)} test camera(s) (the run's scene is needed, "
                         "with two or more test views); use --path orbit")
     poses = [pose_of(c) for c in views]
-    fov, cameras = fov_y(views[0]), []
+    fov, cameras = views[0].fov_y, []
     for t in np.linspace(0, len(views) - 1, frames):
         i = min(int(t), len(views) - 2)
         f = t - i
@@ -113,8 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     from gsexp.bench.rasterizers import parse_rasterizer
-    from gsexp.export import USER_ERRORS, UserError, one_line
-    from gsexp.view.source import load_source, pick_device
+    from gsexp.errors import USER_ERRORS, UserError, one_line
+    from gsexp.train.setup import pick_device
+    from gsexp.view.source import load_source
 
     args = build_parser().parse_args(argv)
     try:

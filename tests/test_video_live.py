@@ -67,11 +67,11 @@ def test_test_path_video_follows_the_test_cameras(run_dir, tmp_path):
 def test_viewer_cameras_round_trip():
     """A Camera -> the viser pose -> a Camera again: the same view (what the test path and the
     frustum clicks rely on)."""
-    from gsexp.view.cameras import camera_from_pose, fov_y, pose_of
+    from gsexp.view.cameras import camera_from_pose, pose_of
 
     scene = load_scene("synthetic", **TINY_SCENE)
     for cam in scene.train_cameras:
-        again = camera_from_pose(*pose_of(cam), fov_y(cam), cam.width, cam.height)
+        again = camera_from_pose(*pose_of(cam), cam.fov_y, cam.width, cam.height)
         assert torch.allclose(again.world_to_camera, cam.world_to_camera, atol=1e-5)
         assert again.fy == pytest.approx(cam.fy) and (again.cx, again.cy) == (cam.cx, cam.cy)
 

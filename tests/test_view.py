@@ -135,7 +135,7 @@ def test_every_cuda_variant_and_intersect_renders_in_the_viewer():
     viewer = Viewer(Source(ground_truth(600), "synthetic", train_cameras=views), port=0, device="cuda", height=128,
                     verbose=False)
     try:
-        pose = (*cams.pose_of(views[0]), cams.fov_y(views[0]), 1.0)
+        pose = (*cams.pose_of(views[0]), views[0].fov_y, 1.0)
         reference, _ = viewer.render_view(*pose)  # the torch reference on the GPU
         for spec in CUDA_SPECS:
             for intersect in INTERSECTS:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gsexp.errors import one_line
 from gsexp.prepare.inputs import PrepareError
 from gsexp.prepare.pipeline import prepare
 from gsexp.prepare.progress import Display
@@ -52,8 +53,7 @@ def main(argv=None) -> int:
     try:
         summary = prepare(args.images, args.scene, opts, overwrite=args.overwrite, display=Display(quiet=args.quiet))
     except USER_ERRORS as err:
-        message = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
-        print(f"{PROG}: error: {message}", file=sys.stderr)
+        print(f"{PROG}: error: {one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # the staging folder is already removed; the scene folder is as it was
         print(f"{PROG}: interrupted; {args.scene} was not changed", file=sys.stderr)

@@ -54,6 +54,10 @@ class Camera:
     def fov_x(self) -> float:
         return 2 * math.atan(self.width / (2 * self.fx))
 
+    @property
+    def fov_y(self) -> float:
+        return 2 * math.atan(self.height / (2 * self.fy))
+
     def to(self, device) -> "Camera":
         return replace(self, world_to_camera=self.world_to_camera.to(device))
 

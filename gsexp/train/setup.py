@@ -66,12 +66,13 @@ def setup(cfg: DictConfig, run_dir: Path) -> Run:
     return run
 
 
-def pick_device(name: str, settings: RasterSettings) -> torch.device:
+def pick_device(name: str, settings: RasterSettings | None = None) -> torch.device:
+    """The device `name` (auto: a GPU when there is one); settings: the rasterizer it must run."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise ValueError("config key 'device': cuda requested but no CUDA device is available; use device=cpu")
-    if settings.backend == "cuda" and name != "cuda":
+    if settings is not None and settings.backend == "cuda" and name != "cuda":
         raise ValueError(f"config key 'rasterizer': rasterizer={settings.name} needs a GPU and the run is on "
                          f"{name}; use rasterizer=torch on the CPU")
     return torch.device(name)

@@ -18,9 +18,10 @@ PROG = "python -m gsexp.view"
 
 
 def main(argv=None) -> int:
-    from gsexp.export import USER_ERRORS, one_line
+    from gsexp.errors import USER_ERRORS, one_line
     from gsexp.view.server import Viewer, serve_forever
-    from gsexp.view.source import load_source, pick_device
+    from gsexp.train.setup import pick_device
+    from gsexp.view.source import load_source
 
     p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", type=Path, help="run directory, checkpoint .pt, .ply or .splat")

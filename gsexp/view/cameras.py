@@ -54,10 +54,6 @@ def quaternion_of(rot: np.ndarray) -> np.ndarray:
     return q / np.linalg.norm(q)
 
 
-def fov_y(camera: Camera) -> float:
-    return 2 * math.atan(camera.height / (2 * camera.fy))
-
-
 def world_up(cameras: list[Camera]) -> np.ndarray:
     """The scene's up: the training cameras' mean up axis (-y in OpenCV), as viewers guess it."""
     if not cameras:

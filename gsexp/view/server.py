@@ -70,7 +70,7 @@ class Viewer:
             client.camera.position = position
             client.camera.look_at = target
         if self.source.train_cameras:
-            client.camera.fov = cams.fov_y(self.source.train_cameras[0])
+            client.camera.fov = self.source.train_cameras[0].fov_y
 
     def _add_cameras(self) -> None:
         """The training cameras as frustums; a click moves the clicked-on browser there."""
@@ -84,7 +84,7 @@ class Viewer:
         for i, cam in enumerate(views):
             wxyz, position = cams.pose_of(cam)
             handle = self.server.scene.add_camera_frustum(
-                f"/train_cameras/{i:04d}", fov=cams.fov_y(cam), aspect=cam.width / cam.height, scale=scale,
+                f"/train_cameras/{i:04d}", fov=cam.fov_y, aspect=cam.width / cam.height, scale=scale,
                 thickness=1.5, thickness_units="screen", wxyz=wxyz, position=position, color=(230, 120, 30))
             handle.on_click(lambda event, wxyz=wxyz, position=position: self._jump(event.client, wxyz, position))
             handles.append(handle)

@@ -7,8 +7,6 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 from gsexp.gaussians import Gaussians
 from gsexp.scene import Camera
 
@@ -68,8 +66,3 @@ def scene_of(run_cfg):
     cfg = validate(OmegaConf.create({"data": run_cfg.data}))
     return load_data(cfg)
 
-
-def pick_device(name: str = "auto") -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)

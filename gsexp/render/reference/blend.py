@@ -295,7 +295,9 @@ def gemm_form_backward(ctx, grad_rgb, grad_t):
         d_alpha, d_color = _pixel_grads(e, alpha, colors.index_select(0, gauss), grad_rgb, grad_t, final_t)
         d_colors.index_add_(0, gauss, d_color)
         gemm.add(rows, formula.exponent(rows, u, v), u, v, alpha, d_alpha, e.pair)
-    return (*gemm.grads(tiles, means2d, conics, opacities), d_colors)
+    every_pair = torch.arange(len(tiles.gauss_ids), device=means2d.device)
+    pair_rows = gather_rows(means2d, conics, opacities, tiles, every_pair)
+    return (*gemm.grads(pair_rows, tiles.gauss_ids, means2d, conics, opacities), d_colors)
 
 
 def blend(proj, tiles: TileLists, formula: Formula, width: int, height: int,

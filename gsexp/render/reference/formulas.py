@@ -60,7 +60,7 @@ def vanilla(r: Rows, u, v):
 TILE_CENTER = (TILE_SIZE - 1) / 2  # G2L reference point: offsets and coordinates stay within +-7.5
 
 
-def _frame(r: Rows, u, v, g2l: bool):
+def tile_frame(r: Rows, u, v, g2l: bool):
     """Mean offset and pixel coordinates relative to the tile centre (G2L) or the image origin.
 
     Tile-centred coordinates keep u^2, v^2 <= 56 and the constant term small, which is
@@ -100,7 +100,7 @@ def gemm(precision: str = "fp32", g2l: bool = True) -> Formula:
     """GEMM-GS: power = (6-vector per Gaussian) . (1, u, v, u^2, v^2, uv)."""
 
     def power(r: Rows, u, v):
-        mx, my, pu, pv = _frame(r, u, v, g2l)
+        mx, my, pu, pv = tile_frame(r, u, v, g2l)
         const, lx, ly, qx, qy, qxy = _quadratic(r, mx, my)
         one = torch.ones_like(pu)
         return _dot((const, lx, ly, qx, qy, qxy), (one, pu, pv, pu * pu, pv * pv, pu * pv), precision)
@@ -117,7 +117,7 @@ def tcgs(precision: str = "fp32", g2l: bool = True, early_cull: bool = True) -> 
     (so each third stays small enough for fp16); EarlyCull tests beta before any exp."""
 
     def beta_of(r: Rows, u, v):
-        mx, my, pu, pv = _frame(r, u, v, g2l)
+        mx, my, pu, pv = tile_frame(r, u, v, g2l)
         k3, lx, ly, qx, qy, qxy = _quadratic(r, mx, my, torch.log(r.o), const_scale=1 / 3)
         one = torch.ones_like(pu)
         return _dot((qx, qy, qxy, lx, ly, k3, k3, k3), (pu * pu, pv * pv, pu * pv, pu, pv, one, one, one), precision)

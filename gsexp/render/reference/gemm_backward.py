@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from gsexp.render.constants import ALPHA_MAX, TILE_SIZE
-from gsexp.render.reference.formulas import TILE_CENTER, Rows
+from gsexp.render.constants import ALPHA_MAX
+from gsexp.render.reference.formulas import Rows, tile_frame
 from gsexp.render.reference.precision import round_operand
 
 FORMATS = {"gemm_fp32": "fp32", "gemm_tf32": "tf32", "gemm_bf16": "bf16", "gemm_fp16": "fp16"}
@@ -60,43 +60,39 @@ class GemmBackward:
             d_o = torch.where(free, d_alpha * alpha / rows.o, torch.zeros_like(alpha))
         self.d_power.append(torch.where(clamped, torch.zeros_like(d_x), d_x))
         self.d_opacity.append(d_o)
+        _, _, pu, pv = tile_frame(rows, u, v, g2l=True)  # the backward always works tile-centred
         self.pairs.append(pair)
-        self.u.append(u - TILE_CENTER)
-        self.v.append(v - TILE_CENTER)
+        self.u.append(pu)
+        self.v.append(pv)
 
-    def grads(self, tiles, means2d, conics, opacities):
-        """dL/d(means2d, conics, opacities) from every entry added."""
-        dtype, device = means2d.dtype, means2d.device
+    def grads(self, pair_rows: Rows, gauss_ids, means2d, conics, opacities):
+        """dL/d(means2d, conics, opacities) from every entry added; pair_rows: the Gaussian data
+        of every (Gaussian, tile) pair (blend.gather_rows), gauss_ids: each pair's Gaussian."""
         d_means2d, d_conics, d_opacities = (torch.zeros_like(x) for x in (means2d, conics, opacities))
         if not self.pairs:
             return d_means2d, d_conics, d_opacities
         pair, d_power, pu, pv = (torch.cat(x) for x in (self.pairs, self.d_power, self.u, self.v))
-        num_pairs = len(tiles.gauss_ids)
-        scale = scale_rows(d_power, pair, num_pairs).index_select(0, pair) if self.fmt == "fp16" \
-            else torch.ones_like(d_power)
-        a_op = round_format(d_power * scale, self.fmt)
+        num_pairs = len(gauss_ids)
+        row_scale = scale_rows(d_power, pair, num_pairs) if self.fmt == "fp16" else None
+        a_op = round_format(d_power if row_scale is None else d_power * row_scale.index_select(0, pair), self.fmt)
         columns = (torch.ones_like(pu), pu, pv, pu * pu, pv * pv, pu * pv)
         products = torch.stack([a_op * round_format(c, self.fmt) for c in columns], 1)
-        dv = torch.zeros(num_pairs, 6, dtype=dtype, device=device).index_add_(0, pair, products)
-        if self.fmt == "fp16":  # exact: the scale is a power of two
-            dv = dv / scale_rows(d_power, pair, num_pairs)[:, None]
-        gauss = tiles.gauss_ids
-        d_mean, d_conic = chain_rule(dv, means2d.index_select(0, gauss), conics.index_select(0, gauss),
-                                     tiles.tile_ids, tiles.tiles_x)
-        d_means2d.index_add_(0, gauss, d_mean)
-        d_conics.index_add_(0, gauss, d_conic)
-        d_opacities.index_add_(0, gauss.index_select(0, pair), torch.cat(self.d_opacity))
+        dv = torch.zeros(num_pairs, 6, dtype=means2d.dtype, device=means2d.device).index_add_(0, pair, products)
+        if row_scale is not None:  # exact: the scale is a power of two
+            dv = dv / row_scale[:, None]
+        d_mean, d_conic = chain_rule(dv, pair_rows)
+        d_means2d.index_add_(0, gauss_ids, d_mean)
+        d_conics.index_add_(0, gauss_ids, d_conic)
+        d_opacities.index_add_(0, gauss_ids.index_select(0, pair), torch.cat(self.d_opacity))
         return d_means2d, d_conics, d_opacities
 
 
-def chain_rule(dv, means, conics, tile_ids, tiles_x: int):
+def chain_rule(dv, r: Rows):
     """dL/d(mean, conic) of each pair from dL/d(const, lx, ly, qx, qy, qxy) (formulas._quadratic,
-    in the tile-centred frame: m' = mean - tile centre)."""
+    in the tile-centred frame of G2L: m' = mean - tile centre)."""
     d_const, d_lx, d_ly, d_qx, d_qy, d_qxy = dv.unbind(1)
-    cx = (tile_ids % tiles_x).to(means.dtype) * TILE_SIZE + TILE_CENTER
-    cy = torch.div(tile_ids, tiles_x, rounding_mode="floor").to(means.dtype) * TILE_SIZE + TILE_CENTER
-    mx, my = means[:, 0] - cx, means[:, 1] - cy
-    a, b, c = conics.unbind(1)
+    mx, my, _, _ = tile_frame(r, 0.0, 0.0, g2l=True)
+    a, b, c = r.a, r.b, r.c
     lx, ly = a * mx + b * my, c * my + b * mx
     d_a = -0.5 * mx * mx * d_const + mx * d_lx - 0.5 * d_qx
     d_b = -mx * my * d_const + my * d_lx + mx * d_ly - d_qxy
