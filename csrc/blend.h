@@ -21,6 +21,7 @@ struct RasterOptions {
   bool half_blend = false;    // tc_gs: T and colour held in fp16, as TC-GS's code
   int batch = 128;            // matrix blends: Gaussians per pipeline stage (32, 64 or 128)
   int intersect = INTERSECT_AABB;
+  int backward = BACKWARD_EXACT;  // BACKWARD_*: the blend backward's kernel
   bool heavy_first = true;    // blocks take the longest tile lists first
   bool timing = false;        // CUDA events per stage (reading them syncs)
 };

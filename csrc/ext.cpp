@@ -99,6 +99,8 @@ void check_options(const RasterOptions& o) {
               "gsexp cuda rasterizer: batch must be 32, 64 or 128, got ", o.batch);
   TORCH_CHECK(o.intersect >= INTERSECT_AABB && o.intersect <= INTERSECT_ACCUTILE,
               "gsexp cuda rasterizer: unknown intersect id ", o.intersect);
+  TORCH_CHECK(o.backward >= BACKWARD_EXACT && o.backward <= BACKWARD_GEMM_TF32,
+              "gsexp cuda rasterizer: unknown backward id ", o.backward);
 }
 
 // Blocks take tiles longest list first, so the heavy tiles do not start in the last wave and
@@ -253,7 +255,11 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
                          grad_means2d.data_ptr<float>(), grad_conic.data_ptr<float>(),
                          grad_opacity.data_ptr<float>(), grad_colors.data_ptr<float>(), cam.width,
                          cam.height, cam.tiles_x, cam.tiles_y};
-  launch_blend_backward(args, stream);
+  check_options(options);
+  if (options.backward == BACKWARD_EXACT)
+    launch_blend_backward(args, stream);
+  else
+    launch_blend_backward_gemm(args, options.backward == BACKWARD_GEMM_FP32, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
   // Culled Gaussians get zero gradients; the kernel writes only the visible ones.
@@ -284,6 +290,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def_readwrite("half_blend", &RasterOptions::half_blend)
       .def_readwrite("batch", &RasterOptions::batch)
       .def_readwrite("intersect", &RasterOptions::intersect)
+      .def_readwrite("backward", &RasterOptions::backward)
       .def_readwrite("heavy_first", &RasterOptions::heavy_first)
       .def_readwrite("timing", &RasterOptions::timing);
   // The ids of the option enums, so Python never restates them.
@@ -291,6 +298,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                  py::arg("tcgs") = (int)BLEND_TCGS);
   m.attr("precision_ids") = py::dict(py::arg("fp32") = (int)PREC_FP32, py::arg("tf32") = (int)PREC_TF32,
                                      py::arg("fp16") = (int)PREC_FP16);
+  m.attr("backward_ids") = py::dict(py::arg("exact") = (int)BACKWARD_EXACT,
+                                    py::arg("gemm_fp32") = (int)BACKWARD_GEMM_FP32,
+                                    py::arg("gemm_tf32") = (int)BACKWARD_GEMM_TF32);
   m.attr("intersect_ids") = py::dict(py::arg("aabb") = (int)INTERSECT_AABB, py::arg("snugbox") = (int)INTERSECT_SNUGBOX,
                                      py::arg("accutile") = (int)INTERSECT_ACCUTILE);
   m.def("rasterize_forward", &rasterize_forward, "gsexp: preprocess, duplicate, sort, ranges, blend");

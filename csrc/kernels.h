@@ -88,3 +88,6 @@ struct BlendBackwardArgs {
   int width, height, tiles_x, tiles_y;
 };
 void launch_blend_backward(const BlendBackwardArgs& args, cudaStream_t stream);
+// backward_gemm.cu: the same gradients with the per-Gaussian sums as tensor-core GEMMs;
+// split: dL/dpower as two tf32 terms (else one, rounded).
+void launch_blend_backward_gemm(const BlendBackwardArgs& args, bool split, cudaStream_t stream);

@@ -65,7 +65,7 @@ def test_row_scales_are_powers_of_two_that_fill_fp16():
     assert torch.equal(torch.frexp(scale)[0], torch.full_like(scale, 0.5))  # powers of two
 
 
-def test_the_cuda_variants_have_the_exact_backward_only():
+def test_cuda_refuses_the_reference_only_backwards():
     with pytest.raises(InvalidCombination, match="rasterizer.backward.*rasterizer=torch"):
-        make_settings("tc_gs", backward="gemm_tf32")
+        make_settings("tc_gs", backward="gemm_bf16")
     assert make_settings("torch", blend="tcgs", backward="gemm_tf32").formula["backward"] == "gemm_tf32"

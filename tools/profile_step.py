@@ -1,7 +1,7 @@
 """Where a training step's time goes on a GPU: more steps of a finished run, free-running and
 under torch.profiler.
 
-    python tools/profile_step.py <run dir> [--steps 100] [--top 20]
+    python tools/profile_step.py <run dir> [--steps 100] [--top 20] [--set key=value ...]
 
 Loads the run's config and newest checkpoint (as resume=auto), then trains on from there:
 past densification, so the model size is fixed. Prints the free-running wall ms per step
@@ -43,9 +43,14 @@ def main(argv=None):
     p.add_argument("run_dir", type=Path)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--top", type=int, default=20)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override the run's config, e.g. rasterizer.backward=gemm_fp32")
     a = p.parse_args(argv)
     cfg = OmegaConf.load(a.run_dir / ".hydra" / "config.yaml")
     cfg.resume = "auto"
+    for item in a.set:
+        key, _, value = item.partition("=")
+        OmegaConf.update(cfg, key, value)
     run = setup(cfg, a.run_dir)
     timer = PhaseTimer(run.device)
     steps(run, 20, timer)  # warm-up: allocator, caches, pair budget

@@ -25,6 +25,8 @@ CONFIGS = {  # overrides on top of experiment=lego_fast (tc_gs + accutile, every
     "no_fused_ssim": ["fused_ssim=false"],
     "no_fused_adam": ["fused_adam=false"],
     "no_fused": ["fused_ssim=false", "fused_adam=false"],
+    "gemm_fp32": ["rasterizer.backward=gemm_fp32"],         # issue 20: the tensor-core backward
+    "gemm_tf32": ["rasterizer.backward=gemm_tf32"],
 }
 
 
@@ -46,7 +48,13 @@ def peer(script: str, data: str, iterations: int, out: Path) -> dict:
     subprocess.run(cmd, cwd=REPO, check=True)
     s = json.loads(path.read_text())
     s.setdefault("peak_memory_mb", (s.get("peak_mem_gib") or 0) * 1024)
+    if not isinstance(s.get("ssim"), (int, float)):  # the peer names the SSIM it would use, no value
+        s["ssim_impl"] = s.pop("ssim", None)
     return {"config": "gsplat 1.5.3 (peer)", "overrides": "", **s}
+
+
+def number(value, fmt: str) -> str:
+    return format(value, fmt) if isinstance(value, (int, float)) else "–"
 
 
 def table(rows: list[dict]) -> str:
@@ -55,9 +63,9 @@ def table(rows: list[dict]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         ph = r.get("phase_ms") or {}
-        cells = [r["config"], f"{r.get('train_seconds') or 0:.1f}", f"{r.get('psnr') or 0:.2f}",
-                 f"{r.get('ssim') or 0:.4f}", "–" if r.get("lpips") is None else f"{r['lpips']:.4f}",
-                 f"{r.get('num_gaussians') or 0:,}", f"{r.get('peak_memory_mb') or 0:,.0f}", *[f"{ph[p]:.3f}" if p in ph else "–" for p in phases]]
+        cells = [r["config"], *(number(r.get(k), f) for k, f in (("train_seconds", ".1f"), ("psnr", ".2f"), ("ssim", ".4f"),
+                 ("lpips", ".4f"), ("num_gaussians", ",.0f"), ("peak_memory_mb", ",.0f"))),
+                 *(number(ph.get(p), ".3f") for p in phases)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -57,10 +57,15 @@ def main(argv=None):
             for k in PARAMS:
                 errors[b][k].append((got[k] - ref[k]).norm().item() / ref[k].norm().item())
     print(f"blend={a.blend}, {a.seeds} scenes of {a.n} Gaussians at {width}x{height}: median |g - g64| / |g64|")
-    print("| backward | " + " | ".join(PARAMS) + " |")
-    print("|---|" + "---|" * len(PARAMS))
-    for b in BACKWARDS:
-        print(f"| {b} | " + " | ".join(f"{statistics.median(errors[b][k]):.1e}" for k in PARAMS) + " |")
+    print_table(errors, PARAMS)
+
+
+def print_table(errors: dict, params) -> None:
+    """Rows: backward -> tensor -> errors over the scenes; prints their medians."""
+    print("| backward | " + " | ".join(params) + " |")
+    print("|---|" + "---|" * len(params))
+    for row, per_tensor in errors.items():
+        print(f"| {row} | " + " | ".join(f"{statistics.median(per_tensor[k]):.1e}" for k in params) + " |")
 
 
 if __name__ == "__main__":

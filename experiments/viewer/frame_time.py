@@ -28,7 +28,7 @@ def opening_pose(source, aspect: float):
     position, target, up = cams.start_view(source.gaussians, source.train_cameras)
     w2c = look_at(position.tolist(), target.tolist(), up.tolist())
     wxyz, position = cams.pose_of(Camera(w2c, 1.0, 1.0, 0.5, 0.5, 1, 1))
-    fov = cams.fov_y(source.train_cameras[0]) if source.train_cameras else 0.87
+    fov = source.train_cameras[0].fov_y if source.train_cameras else 0.87
     return wxyz, position, fov
 
 

@@ -22,8 +22,10 @@ from gsexp.render.constants import BLENDS, INTERSECTS, PRECISIONS
 BATCHES = (32, 64, 128)  # Gaussians per pipeline stage of the CUDA matrix blends
 TILE_ORDERS = ("heavy_first", "raster")
 # The blend backward: exact fp32, or the GEMM form with its operands in a tensor-core format
-# (reference/gemm_backward.py; the CUDA kernels have the exact one only so far).
+# (reference/gemm_backward.py). The CUDA kernels (csrc/backward_gemm.cu) have gemm_fp32 (dL/dpower
+# as two tf32 terms) and gemm_tf32; bf16 and fp16 are studied on the reference only.
 BACKWARDS = ("exact", "gemm_fp32", "gemm_tf32", "gemm_bf16", "gemm_fp16")
+CUDA_BACKWARDS = ("exact", "gemm_fp32", "gemm_tf32")
 
 
 def _need(ok: bool, key: str, problem: str, error=ConfigError):
@@ -55,9 +57,9 @@ class RasterSettings:
         _choice(self, "intersect", INTERSECTS)
         _choice(self, "tile_order", TILE_ORDERS)
         _choice(self, "backward", BACKWARDS)
-        _need(self.backend != "cuda" or self.backward == "exact", "backward",
-              f"{self.backward!r} runs on the reference only so far (rasterizer=torch); the CUDA kernels "
-              "have backward=exact", InvalidCombination)
+        _need(self.backend != "cuda" or self.backward in CUDA_BACKWARDS, "backward",
+              f"{self.backward!r} runs on the reference only (rasterizer=torch); the CUDA kernels "
+              f"have {', '.join(CUDA_BACKWARDS)}", InvalidCombination)
         for f in dataclasses.fields(self):
             default = f.default
             if isinstance(default, bool):

@@ -25,7 +25,8 @@ def options_of(settings):
     if cached is not None:
         return cached
     ext = load()
-    ids = {"blend": ext.blend_ids, "precision": ext.precision_ids, "intersect": ext.intersect_ids}
+    ids = {"blend": ext.blend_ids, "precision": ext.precision_ids, "intersect": ext.intersect_ids,
+           "backward": ext.backward_ids}
     o = ext.RasterOptions()
     for key, value in {**settings.formula, **settings.switches()}.items():
         if hasattr(o, key):

@@ -1,5 +1,6 @@
 """The autograd wrapper around the compiled stages: forward from the chosen blend kernel,
-backward from the one exact fp32 kernel every blend shares."""
+backward from the blend backward every blend shares (exact, or its sums on tensor cores:
+settings.backward)."""
 from __future__ import annotations
 
 import numpy as np

@@ -85,10 +85,11 @@ class DefaultStrategy(Strategy):
         if grad is None:
             return
         # INRIA measures the gradient w.r.t. NDC positions: d/d ndc = d/d px * (size / 2).
-        # Masks as arithmetic, not boolean indexing: indexing asks the host for the count (a sync).
-        grad_ndc = grad.detach() * grad.new_tensor([width / 2, height / 2])
+        # Masks as arithmetic, not boolean indexing: indexing asks the host for the count (a sync);
+        # the scales as Python numbers: a host-to-device tensor of them would sync too.
+        norm = torch.hypot(grad[:, 0] * (width / 2), grad[:, 1] * (height / 2))
         visible = out.radii > 0
-        state["grad2d"] += torch.where(visible, grad_ndc.norm(dim=-1), 0.0)
+        state["grad2d"] += torch.where(visible, norm, 0.0)
         state["count"] += visible
         torch.maximum(state["max_radii"], torch.where(visible, out.radii.float(), 0.0), out=state["max_radii"])
 

@@ -1,0 +1,233 @@
+// The blend backward in GEMM form (issue 20): each pixel thread walks its list back to front as
+// the exact backward does, but keeps only two numbers per (Gaussian, pixel) pair, dL/dpower and
+// the colour weight alpha * T. The per-Gaussian sums over a warp's 32 pixels are then two small
+// GEMMs on the tensor cores (mma m16n8k8 tf32) instead of 9 warp reductions:
+//   dL/dv_g = sum_p dL/dpower_gp u_p,  u_p = (1, pu, pv, pu^2, pv^2, pu pv)   (tile-centred)
+//   dL/dc_g = sum_p alpha_gp T_gp dL/dC_p
+// and dL/dv goes to the 2D mean, conic and opacity by the chain rule of v's definition
+// (reference/gemm_backward.py mirrors it). u_p is exact in tf32 (multiples of 1/4 up to 56.25).
+// SPLIT: dL/dpower enters as two tf32 terms (hi + lo), so the sums are as exact as fp32's;
+// otherwise it is rounded once (cvt.rna). The colour sums are always split (dC too, as the
+// hi and lo columns of B), so only dL/dpower ever carries the tf32 rounding.
+#include <cstdint>
+
+#include "common.cuh"
+#include "config.h"
+#include "kernels.h"
+
+namespace {
+
+constexpr int WARPS = BLOCK_PIXELS / 32;
+constexpr int GROUP = 16;    // Gaussians per mma (its M)
+constexpr int STRIDE = 36;   // staging row pitch: fragment reads hit 32 distinct banks
+constexpr float CENTER = 0.5f * (TILE_SIZE - 1);
+
+__device__ inline uint32_t tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// d += a * b, A 16x8 row-major (tf32), B 8x8 column-major (tf32), fp32 accumulation.
+__device__ inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// rows x (pixels 8k .. 8k+7) of a staged matrix as an A fragment, split into hi and lo.
+template <bool SPLIT>
+__device__ inline void load_a(const float* stage, int k, int grp, int tig, uint32_t (&hi)[4], uint32_t (&lo)[4]) {
+  const float v[4] = {stage[grp * STRIDE + 8 * k + tig], stage[(grp + 8) * STRIDE + 8 * k + tig],
+                      stage[grp * STRIDE + 8 * k + tig + 4], stage[(grp + 8) * STRIDE + 8 * k + tig + 4]};
+  for (int i = 0; i < 4; ++i) {
+    hi[i] = tf32(v[i]);
+    if constexpr (SPLIT) lo[i] = tf32(v[i] - __uint_as_float(hi[i]));
+  }
+}
+
+// The pixel matrix's column `col` (0..5 used) at the pixel of warp lane q.
+__device__ inline float u_entry(int col, float pu, float pv) {
+  switch (col) {
+    case 0: return 1.f;
+    case 1: return pu;
+    case 2: return pv;
+    case 3: return pu * pu;
+    case 4: return pv * pv;
+    case 5: return pu * pv;
+    default: return 0.f;
+  }
+}
+
+template <bool SPLIT>
+__global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(BlendBackwardArgs args) {
+  __shared__ int s_id[BLOCK_PIXELS];
+  __shared__ float2 s_xy[BLOCK_PIXELS];
+  __shared__ float4 s_co[BLOCK_PIXELS];
+  __shared__ float s_rgb[BLOCK_PIXELS][3];
+  __shared__ float s_stage[WARPS][2][GROUP * STRIDE];  // dL/dpower and alpha T, then the sums
+  __shared__ int s_max_last;
+
+  const TilePixel tp = tile_pixel(args.ranges, args.tile_order, args.tiles_x, args.width, args.height);
+  const int px = tp.x, py = tp.y;
+  const bool inside = tp.inside;
+  const float fx = (float)px, fy = (float)py;
+  const int2 range = tp.range;
+  const int hw = args.height * args.width, pix = py * args.width + px;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, grp = lane >> 2, tig = lane & 3;
+  const float ox = (float)((tp.tile % args.tiles_x) * TILE_SIZE) + CENTER;  // tile centre
+  const float oy = (float)((tp.tile / args.tiles_x) * TILE_SIZE) + CENTER;
+
+  float T = 1.f, dC[3] = {0.f, 0.f, 0.f}, dT_final = 0.f;
+  int last = 0;
+  if (inside) {
+    T = args.final_T[pix];
+    last = args.n_contrib[pix];
+    for (int ch = 0; ch < 3; ++ch) {
+      dC[ch] = args.grad_image[ch * hw + pix];
+      dT_final += dC[ch] * args.background[ch];
+    }
+    dT_final -= args.grad_alpha[pix];
+  }
+  const float T_final = T;
+
+  // B fragments, fixed for the whole kernel: b0 is pixel 8k + tig, b1 pixel 8k + tig + 4, of
+  // column grp. u: the pixel's tile-centred monomials; c: dC split into hi (columns 0-2) and
+  // lo (3-5) parts, so that one fp32 value's two tf32 halves are summed by the GEMM itself.
+  uint32_t bu[4][2], bc[4][2];
+  for (int k = 0; k < 4; ++k)
+    for (int h = 0; h < 2; ++h) {
+      const int q = 8 * k + tig + 4 * h;  // the pixel's lane in this warp
+      const int t = warp * 32 + q;
+      const float pu = (float)(t % TILE_SIZE) - CENTER, pv = (float)(t / TILE_SIZE) - CENTER;
+      bu[k][h] = tf32(u_entry(grp, pu, pv));
+      const float d0 = __shfl_sync(0xffffffffu, dC[0], q), d1 = __shfl_sync(0xffffffffu, dC[1], q),
+                  d2 = __shfl_sync(0xffffffffu, dC[2], q);
+      const float d = grp % 3 == 0 ? d0 : grp % 3 == 1 ? d1 : d2;
+      const uint32_t d_hi = tf32(d);
+      bc[k][h] = grp < 3 ? d_hi : grp < 6 ? tf32(d - __uint_as_float(d_hi)) : 0u;
+    }
+
+  if (threadIdx.x == 0) s_max_last = 0;
+  __syncthreads();
+  atomicMax(&s_max_last, last);
+  __syncthreads();
+  const int end = range.x + s_max_last;  // nothing behind the block's last contributor matters
+  int warp_last = last;
+  for (int offset = 16; offset > 0; offset >>= 1) warp_last = max(warp_last, __shfl_xor_sync(0xffffffffu, warp_last, offset));
+
+  float accum[3] = {0.f, 0.f, 0.f}, last_alpha = 0.f, last_rgb[3] = {0.f, 0.f, 0.f};
+  const float2* means2d = reinterpret_cast<const float2*>(args.means2d);
+  const float4* conic_opacity = reinterpret_cast<const float4*>(args.conic_opacity);
+  float* stage_p = s_stage[warp][0];
+  float* stage_w = s_stage[warp][1];
+
+  for (int top = end; top > range.x; top -= BLOCK_PIXELS) {
+    __syncthreads();
+    const int k = top - 1 - (int)threadIdx.x;
+    if (k >= range.x) {
+      const int id = args.point_list[k];
+      s_id[threadIdx.x] = id;
+      s_xy[threadIdx.x] = means2d[id];
+      s_co[threadIdx.x] = conic_opacity[id];
+      for (int ch = 0; ch < 3; ++ch) s_rgb[threadIdx.x][ch] = args.colors[3 * id + ch];
+    }
+    __syncthreads();
+    const int count = min(BLOCK_PIXELS, top - range.x);
+    for (int j0 = 0; j0 < count; j0 += GROUP) {
+      if (top - j0 - GROUP - range.x >= warp_last) continue;  // all 16 lie behind this warp's pixels
+      unsigned mask = 0;  // the group's Gaussians that touch one of this warp's pixels
+      for (int g = 0; g < GROUP; ++g) {
+        const int j = j0 + g;
+        const int position = top - j - range.x;  // 1-based
+        float d_power = 0.f, weight = 0.f;
+        bool contributes = false;
+        if (j < count && position <= last) {
+          const float dx = s_xy[j].x - fx, dy = s_xy[j].y - fy;
+          const float4 co = s_co[j];
+          const float power = -0.5f * (co.x * dx * dx + co.z * dy * dy) - co.y * dx * dy;
+          const float raw = co.w * __expf(power);
+          const float alpha = fminf(ALPHA_MAX, raw);
+          if (!(power > 0.f) && !(alpha < ALPHA_MIN)) {
+            contributes = true;
+            T = T / (1.f - alpha);  // transmittance before this entry
+            float d_alpha = 0.f;
+            for (int ch = 0; ch < 3; ++ch) {
+              accum[ch] = last_alpha * last_rgb[ch] + (1.f - last_alpha) * accum[ch];
+              d_alpha += (s_rgb[j][ch] - accum[ch]) * dC[ch];
+              last_rgb[ch] = s_rgb[j][ch];
+            }
+            d_alpha = d_alpha * T - dT_final * T_final / (1.f - alpha);
+            last_alpha = alpha;
+            weight = alpha * T;
+            if (raw <= ALPHA_MAX) d_power = d_alpha * raw;  // the 0.99 clamp passes no gradient
+          }
+        }
+        stage_p[g * STRIDE + lane] = d_power;
+        stage_w[g * STRIDE + lane] = weight;
+        if (__any_sync(0xffffffffu, contributes)) mask |= 1u << g;
+      }
+      if (mask == 0) continue;
+      __syncwarp();
+
+      float dv[4] = {0.f, 0.f, 0.f, 0.f}, dc[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int kk = 0; kk < 4; ++kk) {
+        uint32_t hi[4], lo[4];
+        load_a<SPLIT>(stage_p, kk, grp, tig, hi, lo);
+        mma(dv, hi, bu[kk][0], bu[kk][1]);
+        if constexpr (SPLIT) mma(dv, lo, bu[kk][0], bu[kk][1]);
+        load_a<true>(stage_w, kk, grp, tig, hi, lo);
+        mma(dc, hi, bc[kk][0], bc[kk][1]);
+        mma(dc, lo, bc[kk][0], bc[kk][1]);
+      }
+      __syncwarp();
+      // Accumulators: rows grp and grp + 8 (Gaussians), columns 2 tig and 2 tig + 1.
+      stage_p[grp * STRIDE + 2 * tig] = dv[0];
+      stage_p[grp * STRIDE + 2 * tig + 1] = dv[1];
+      stage_p[(grp + 8) * STRIDE + 2 * tig] = dv[2];
+      stage_p[(grp + 8) * STRIDE + 2 * tig + 1] = dv[3];
+      stage_w[grp * STRIDE + 2 * tig] = dc[0];
+      stage_w[grp * STRIDE + 2 * tig + 1] = dc[1];
+      stage_w[(grp + 8) * STRIDE + 2 * tig] = dc[2];
+      stage_w[(grp + 8) * STRIDE + 2 * tig + 1] = dc[3];
+      __syncwarp();
+
+      // Lanes 0-15: the chain rule and the mean, conic and opacity atomics of Gaussian `lane`;
+      // lanes 16-31: the colour atomics of Gaussian `lane - 16`.
+      const int g = lane % GROUP;
+      if (mask >> g & 1u) {
+        const int j = j0 + g;
+        const int id = s_id[j];
+        if (lane < GROUP) {
+          const float* s = stage_p + g * STRIDE;  // d const, d pu, d pv, d pu^2, d pv^2, d pu pv
+          const float4 co = s_co[j];
+          const float mx = s_xy[j].x - ox, my = s_xy[j].y - oy;
+          const float lx = co.x * mx + co.y * my, ly = co.z * my + co.y * mx;
+          atomicAdd(&args.grad_means2d[2 * id], -lx * s[0] + co.x * s[1] + co.y * s[2]);
+          atomicAdd(&args.grad_means2d[2 * id + 1], -ly * s[0] + co.y * s[1] + co.z * s[2]);
+          atomicAdd(&args.grad_conic[3 * id], -0.5f * mx * mx * s[0] + mx * s[1] - 0.5f * s[3]);
+          atomicAdd(&args.grad_conic[3 * id + 1], -mx * my * s[0] + my * s[1] + mx * s[2] - s[5]);
+          atomicAdd(&args.grad_conic[3 * id + 2], -0.5f * my * my * s[0] + my * s[2] - 0.5f * s[4]);
+          atomicAdd(&args.grad_opacity[id], s[0] / co.w);  // alpha = o exp(power)
+        } else {
+          const float* s = stage_w + g * STRIDE;
+          for (int ch = 0; ch < 3; ++ch) atomicAdd(&args.grad_colors[3 * id + ch], s[ch] + s[ch + 3]);
+        }
+      }
+      __syncwarp();
+    }
+  }
+}
+
+}  // namespace
+
+void launch_blend_backward_gemm(const BlendBackwardArgs& args, bool split, cudaStream_t stream) {
+  const int tiles = args.tiles_x * args.tiles_y;
+  if (tiles == 0) return;
+  if (split)
+    blend_backward_gemm_kernel<true><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else
+    blend_backward_gemm_kernel<false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+}

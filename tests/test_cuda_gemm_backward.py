@@ -1,0 +1,177 @@
+"""The tensor-core blend backward (csrc/backward_gemm.cu, issue 20) against the exact kernel
+and against the reference's emulation of it (GPU only; skipped without one).
+
+Bounds, per gradient tensor, as a share of its largest |value|:
+- gemm_fp32 (dL/dpower as two tf32 terms): 1e-4, fp32 summation order. The reference's
+  emulation of it, against its exact backward on these scenes: <= 7.5e-6.
+- gemm_tf32 (dL/dpower rounded once): 3e-3. Its emulation on these scenes: <= 2.2e-4; the
+  README's relative-norm figure is 1.7e-4 on the means, a third of tf32's unit roundoff
+  2^-11 = 4.9e-4. 3e-3 also covers the opacity, which CUDA takes from the rounded GEMM.
+Against float64, CUDA must reproduce the emulated rounding, not only stay within the bound."""
+import pytest
+import torch
+
+from gsexp.errors import InvalidCombination
+from gsexp.render import make_settings, render
+from gsexp.render.settings import reference_of
+from render_helpers import PARAMS, cuda_scene
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+SCENES = [  # seed, Gaussians, width, height, SH degree: sizes not multiples of 16 but one
+    (0, 300, 77, 53, 3),
+    (1, 500, 160, 128, 2),
+    (2, 200, 77, 53, 0),
+    (3, 5000, 320, 240, 1),  # long tile lists: many rounds per tile
+]
+VARIANTS = [("vanilla", {}), ("gemm_gs", {}), ("tc_gs", {}), ("tc_gs", {"intersect": "accutile"})]
+BACKWARDS = ("exact", "gemm_fp32", "gemm_tf32")
+BOUNDS = {"gemm_fp32": 1e-4, "gemm_tf32": 3e-3}
+BACKGROUND = (0.2, 0.5, 0.9)
+
+
+def variant_id(v):
+    name, switches = v
+    return "-".join([name, *map(str, switches.values())])
+
+
+def settings_of(variant, backward: str = "exact"):
+    name, switches = variant
+    return make_settings(name, backward=backward, **switches)
+
+
+def random_weights(cam, seed: int = 0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return (torch.rand(3, cam.height, cam.width, generator=gen, device="cuda"),
+            torch.rand(cam.height, cam.width, generator=gen, device="cuda"))
+
+
+def gradients(g, cam, settings, weights, dtype=torch.float32, mask=1.0):
+    """(render output, gradients of <w, image> + <v, alpha> per parameter and for means2d)."""
+    leaves = g.map(lambda t: t.detach().to(dtype).requires_grad_())
+    out = render(leaves, cam, settings, background=BACKGROUND)
+    w_img, w_alpha = weights
+    ((out.image * w_img * mask).sum() + (out.alpha * w_alpha * mask).sum()).backward()
+    return out, {**{k: getattr(leaves, k).grad for k in PARAMS}, "means2d": out.means2d.grad}
+
+
+def max_rel(got, ref) -> float:
+    """max |got - ref| as a share of max |ref|."""
+    return (got - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+
+
+def gemm_against_exact(g, cam, settings, backward) -> dict:
+    weights = random_weights(cam)
+    _, exact = gradients(g, cam, settings, weights)
+    _, gemm = gradients(g, cam, settings.replace(backward=backward), weights)
+    assert exact["means"].abs().max() > 0
+    return {k: max_rel(gemm[k], exact[k]) for k in exact}
+
+
+def test_cuda_refuses_the_reference_only_formats():
+    """bf16 and fp16 are studied on the reference only: a settings error, before any kernel."""
+    for name in ("vanilla", "gemm_gs", "tc_gs"):
+        for backward in ("gemm_bf16", "gemm_fp16"):
+            with pytest.raises(InvalidCombination, match="rasterizer.backward"):
+                make_settings(name, backward=backward)
+            with pytest.raises(InvalidCombination, match="rasterizer.backward"):
+                make_settings(name).replace(backward=backward)
+
+
+@needs_cuda
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+@pytest.mark.parametrize("scene", SCENES[:2])
+def test_forward_is_the_same_whatever_the_backward(scene, variant):
+    g, cam = cuda_scene(*scene)
+    g = g.map(lambda t: t.requires_grad_())
+    outs = [render(g, cam, settings_of(variant, b), background=BACKGROUND) for b in BACKWARDS]
+    for b, out in zip(BACKWARDS[1:], outs[1:]):
+        for key in ("image", "alpha", "n_contrib", "radii", "means2d", "depths"):
+            assert torch.equal(getattr(out, key), getattr(outs[0], key)), (b, key)
+
+
+@needs_cuda
+@pytest.mark.parametrize("backward", ["gemm_fp32", "gemm_tf32"])
+@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+@pytest.mark.parametrize("scene", SCENES)
+def test_gemm_backward_matches_exact(scene, variant, backward):
+    errors = gemm_against_exact(*cuda_scene(*scene), settings_of(variant), backward)
+    print(scene, variant_id(variant), backward, {k: f"{v:.1e}" for k, v in errors.items()})
+    assert max(errors.values()) <= BOUNDS[backward], errors
+    if backward == "gemm_tf32":
+        assert errors["means2d"] > 1e-6  # the rounding really happens (the switch reaches the kernel)
+
+
+@needs_cuda
+@pytest.mark.parametrize("variant", [("vanilla", {}), ("tc_gs", {"intersect": "accutile"})], ids=variant_id)
+def test_biker_gemm_backward_matches_exact(biker, variant):
+    g, make_camera = biker
+    cam = make_camera(g, 480, 270)  # 1920x1080 / 4
+    for backward in ("gemm_fp32", "gemm_tf32"):
+        errors = gemm_against_exact(g, cam, settings_of(variant), backward)
+        print("biker 480x270", variant_id(variant), backward, {k: f"{v:.1e}" for k, v in errors.items()})
+        assert max(errors.values()) <= BOUNDS[backward], (backward, errors)
+
+
+@needs_cuda
+def test_the_switch_picks_the_kernel():
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    g, cam = cuda_scene(*SCENES[1])
+    weights = random_weights(cam)
+    for backward in BACKWARDS:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            gradients(g, cam, make_settings("tc_gs", backward=backward), weights)
+            torch.cuda.synchronize()
+        names = {e.name for e in prof.events() if e.device_type == DeviceType.CUDA and "blend_backward" in e.name}
+        gemm = {n for n in names if "blend_backward_gemm" in n}
+        assert names and (gemm == names if backward != "exact" else not gemm), (backward, names)
+
+
+def reference64_errors(g, cam, settings) -> dict:
+    """Relative-norm errors against the float64 reference with the exact backward: of the CUDA
+    gradient from the reference's float64 emulation of settings.backward ("cuda"), and of that
+    emulation from the exact ("emulated"). Pixels where the CUDA and float64 forwards disagree
+    (a threshold decision flipped by rounding) get zero weight, as render_helpers.gradient_errors."""
+    weights = random_weights(cam)
+    exact64 = reference_of(settings.replace(backward="exact"))
+    with torch.no_grad():
+        ref = render(g.map(lambda t: t.double()), cam, exact64, background=BACKGROUND)
+        ours = render(g, cam, settings, background=BACKGROUND)
+        same = ((ours.image - ref.image).abs().amax(0) <= 1e-4) & (ours.n_contrib == ref.n_contrib)
+    grads = {"exact64": gradients(g, cam, exact64, weights, torch.float64, same)[1],
+             "emulated64": gradients(g, cam, reference_of(settings), weights, torch.float64, same)[1],
+             "cuda": gradients(g, cam, settings, weights, torch.float32, same)[1]}
+
+    def err(a, b, k):
+        return (grads[a][k].double() - grads[b][k]).norm().item() / max(grads["exact64"][k].norm().item(), 1e-30)
+
+    keys = grads["exact64"]
+    return {"cuda": {k: err("cuda", "emulated64", k) for k in keys},
+            "emulated": {k: err("emulated64", "exact64", k) for k in keys},
+            "excluded_pixels": 1.0 - same.float().mean().item()}
+
+
+@needs_cuda
+@pytest.mark.parametrize("backward", ["gemm_fp32", "gemm_tf32"])
+@pytest.mark.parametrize("variant", [("vanilla", {}), ("gemm_gs", {"precision": "fp32"}),
+                                     ("tc_gs", {"precision": "fp32"})], ids=variant_id)
+@pytest.mark.parametrize("scene", SCENES[:3])
+def test_gemm_backward_matches_its_float64_emulation(scene, variant, backward):
+    """fp32 forwards (the reference emulates fp16 in the forward, the CUDA backward does not).
+    The CUDA gradient lies within 0.6 of the emulated rounding error from the emulation, plus
+    3e-5 for fp32 arithmetic: a kernel that rounded otherwise, or not at all, would be about one
+    rounding error away. On the CPU the reference's own fp32 run is 0.11-0.31 of it from its
+    float64 run on these scenes (fp32 moves some values across a tf32 rounding boundary), and
+    gemm_fp32 <= 4.5e-6 (the exact kernel: <= 7.4e-6 against the reference,
+    experiments/vanilla_cuda/README.md). The exception: CUDA's opacity gradient is the GEMM's
+    constant column / o, so under tf32 it carries the rounding that the emulation's does not:
+    emulated that way on the CPU it is <= 5.2e-5 from exact; bound 5e-4, about tf32's unit roundoff."""
+    e = reference64_errors(*cuda_scene(*scene), settings_of(variant, backward))
+    print(scene, variant_id(variant), backward, e["excluded_pixels"],
+          {k: f"{e['cuda'][k]:.1e} (rounding {e['emulated'][k]:.1e})" for k in e["cuda"]})
+    assert e["excluded_pixels"] < 2e-3
+    for k, v in e["cuda"].items():
+        bound = 5e-4 if (k, backward) == ("opacity_logits", "gemm_tf32") else 0.6 * e["emulated"][k] + 3e-5
+        assert v <= bound, (k, v, bound)
