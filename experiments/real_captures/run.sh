@@ -13,6 +13,11 @@ W=${W:-/tmp/real_captures}           # scenes made here and the undistortion cac
 R=${R:-$W/runs}                      # run folders (point clouds are large: collect sends back summaries only)
 PEER=${PEER:-.device/peer_train_gsplat.py}
 ITERS=${ITERS:-30000}
+# Subsets for a session with little device time, e.g. DATAS="beer_ignored beer_undistorted
+# beer_prepared" RASTERS=tcgs_accutile PEERS=beer_prepared (the issue's three acceptance lines first).
+DATAS=${DATAS:-beer_ignored beer_undistorted beer_prepared fern_ignored fern_undistorted fern_prepared}
+RASTERS=${RASTERS:-vanilla tcgs_accutile}
+PEERS=${PEERS:-beer_undistorted beer_prepared fern_undistorted fern_prepared}
 
 # data label -> the data overrides
 declare -A DATA=(
@@ -32,12 +37,14 @@ case "${1:-}" in
 scenes)
   mkdir -p "$W"
   python -m gsexp.prepare "$D/beer/images" "$W/beer_prepared"
-  python -m gsexp.prepare "$D/fern/images_8" "$W/fern_prepared"
-  python experiments/real_captures/llff_to_colmap.py "$D/fern" "$W/fern_colmap"
+  if [[ "$DATAS" == *fern* ]]; then
+    python -m gsexp.prepare "$D/fern/images_8" "$W/fern_prepared"
+    python experiments/real_captures/llff_to_colmap.py "$D/fern" "$W/fern_colmap"
+  fi
   ;;
 train)
-  for data in beer_ignored beer_undistorted beer_prepared fern_ignored fern_undistorted fern_prepared; do
-    for raster in vanilla tcgs_accutile; do
+  for data in $DATAS; do
+    for raster in $RASTERS; do
       name="${data}_${raster}"
       if grep -qs '"status": "ok"' "$R/runs/$name/summary.json"; then echo "done: $name"; continue; fi
       # shellcheck disable=SC2086  # the overrides are words
@@ -49,17 +56,18 @@ train)
 peer)
   # The peer loads through gsexp.scene.load_scene (undistort on, cache under ./outputs/cache).
   mkdir -p "$R/peer"
-  python "$PEER" --kind colmap --path "$D/beer" --iters "$ITERS" --out "$R/peer/gsplat_beer_undistorted.json"
-  python "$PEER" --kind colmap --path "$W/beer_prepared" --iters "$ITERS" --out "$R/peer/gsplat_beer_prepared.json"
-  python "$PEER" --kind colmap --path "$W/fern_colmap" --iters "$ITERS" --out "$R/peer/gsplat_fern_undistorted.json"
-  python "$PEER" --kind colmap --path "$W/fern_prepared" --iters "$ITERS" --out "$R/peer/gsplat_fern_prepared.json"
+  declare -A PEER_PATH=([beer_undistorted]="$D/beer" [beer_prepared]="$W/beer_prepared"
+                       [fern_undistorted]="$W/fern_colmap" [fern_prepared]="$W/fern_prepared")
+  for data in $PEERS; do
+    python "$PEER" --kind colmap --path "${PEER_PATH[$data]}" --iters "$ITERS" --out "$R/peer/gsplat_$data.json"
+  done
   ;;
 collect)
   dst="${OUT:?set OUT}/real_captures"
   mkdir -p "$dst"
   for f in "$R"/runs/*/summary.json; do mkdir -p "$dst/$(basename "$(dirname "$f")")"; cp "$f" "$dst/$(basename "$(dirname "$f")")/"; done
   cp "$R"/peer/*.json "$dst/" 2>/dev/null || true
-  for s in beer_prepared fern_prepared; do cp "$W/$s/prepare.json" "$dst/$s.prepare.json"; done
+  for s in beer_prepared fern_prepared; do cp "$W/$s/prepare.json" "$dst/$s.prepare.json" 2>/dev/null || true; done
   ;;
 *)
   sed -n '2,9p' "$0"; exit 2
