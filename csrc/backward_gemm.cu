@@ -11,9 +11,7 @@
 // hi and lo columns of B), so only dL/dpower ever carries the tf32 rounding.
 #include <cstdint>
 
-#include "common.cuh"
-#include "config.h"
-#include "kernels.h"
+#include "backward.cuh"
 
 namespace {
 
@@ -63,35 +61,18 @@ __device__ inline float u_entry(int col, float pu, float pv) {
 
 template <bool SPLIT>
 __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(BlendBackwardArgs args) {
-  __shared__ int s_id[BLOCK_PIXELS];
-  __shared__ float2 s_xy[BLOCK_PIXELS];
-  __shared__ float4 s_co[BLOCK_PIXELS];
-  __shared__ float s_rgb[BLOCK_PIXELS][3];
+  __shared__ Batch s;
   __shared__ float s_stage[WARPS][2][GROUP * STRIDE];  // dL/dpower and alpha T, then the sums
   __shared__ int s_max_last;
 
   const TilePixel tp = tile_pixel(args.ranges, args.tile_order, args.tiles_x, args.width, args.height);
-  const int px = tp.x, py = tp.y;
-  const bool inside = tp.inside;
-  const float fx = (float)px, fy = (float)py;
+  const float fx = (float)tp.x, fy = (float)tp.y;
   const int2 range = tp.range;
-  const int hw = args.height * args.width, pix = py * args.width + px;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, grp = lane >> 2, tig = lane & 3;
   const float ox = (float)((tp.tile % args.tiles_x) * TILE_SIZE) + CENTER;  // tile centre
   const float oy = (float)((tp.tile / args.tiles_x) * TILE_SIZE) + CENTER;
 
-  float T = 1.f, dC[3] = {0.f, 0.f, 0.f}, dT_final = 0.f;
-  int last = 0;
-  if (inside) {
-    T = args.final_T[pix];
-    last = args.n_contrib[pix];
-    for (int ch = 0; ch < 3; ++ch) {
-      dC[ch] = args.grad_image[ch * hw + pix];
-      dT_final += dC[ch] * args.background[ch];
-    }
-    dT_final -= args.grad_alpha[pix];
-  }
-  const float T_final = T;
+  const PixelGrad p = pixel_grad(args, tp.inside, tp.y * args.width + tp.x);
 
   // B fragments, fixed for the whole kernel: b0 is pixel 8k + tig, b1 pixel 8k + tig + 4, of
   // column grp. u: the pixel's tile-centred monomials; c: dC split into hi (columns 0-2) and
@@ -103,37 +84,24 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(Blend
       const int t = warp * 32 + q;
       const float pu = (float)(t % TILE_SIZE) - CENTER, pv = (float)(t / TILE_SIZE) - CENTER;
       bu[k][h] = tf32(u_entry(grp, pu, pv));
-      const float d0 = __shfl_sync(0xffffffffu, dC[0], q), d1 = __shfl_sync(0xffffffffu, dC[1], q),
-                  d2 = __shfl_sync(0xffffffffu, dC[2], q);
+      const float d0 = __shfl_sync(0xffffffffu, p.dC[0], q), d1 = __shfl_sync(0xffffffffu, p.dC[1], q),
+                  d2 = __shfl_sync(0xffffffffu, p.dC[2], q);
       const float d = grp % 3 == 0 ? d0 : grp % 3 == 1 ? d1 : d2;
       const uint32_t d_hi = tf32(d);
       bc[k][h] = grp < 3 ? d_hi : grp < 6 ? tf32(d - __uint_as_float(d_hi)) : 0u;
     }
 
-  if (threadIdx.x == 0) s_max_last = 0;
-  __syncthreads();
-  atomicMax(&s_max_last, last);
-  __syncthreads();
-  const int end = range.x + s_max_last;  // nothing behind the block's last contributor matters
-  int warp_last = last;
+  const int end = range.x + block_max_last(p.last, s_max_last);
+  int warp_last = p.last;
   for (int offset = 16; offset > 0; offset >>= 1) warp_last = max(warp_last, __shfl_xor_sync(0xffffffffu, warp_last, offset));
 
-  float accum[3] = {0.f, 0.f, 0.f}, last_alpha = 0.f, last_rgb[3] = {0.f, 0.f, 0.f};
-  const float2* means2d = reinterpret_cast<const float2*>(args.means2d);
-  const float4* conic_opacity = reinterpret_cast<const float4*>(args.conic_opacity);
+  Walk w{p.T_final};
   float* stage_p = s_stage[warp][0];
   float* stage_w = s_stage[warp][1];
 
   for (int top = end; top > range.x; top -= BLOCK_PIXELS) {
     __syncthreads();
-    const int k = top - 1 - (int)threadIdx.x;
-    if (k >= range.x) {
-      const int id = args.point_list[k];
-      s_id[threadIdx.x] = id;
-      s_xy[threadIdx.x] = means2d[id];
-      s_co[threadIdx.x] = conic_opacity[id];
-      for (int ch = 0; ch < 3; ++ch) s_rgb[threadIdx.x][ch] = args.colors[3 * id + ch];
-    }
+    load_batch(s, args, top, range.x);
     __syncthreads();
     const int count = min(BLOCK_PIXELS, top - range.x);
     for (int j0 = 0; j0 < count; j0 += GROUP) {
@@ -144,26 +112,11 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(Blend
         const int position = top - j - range.x;  // 1-based
         float d_power = 0.f, weight = 0.f;
         bool contributes = false;
-        if (j < count && position <= last) {
-          const float dx = s_xy[j].x - fx, dy = s_xy[j].y - fy;
-          const float4 co = s_co[j];
-          const float power = -0.5f * (co.x * dx * dx + co.z * dy * dy) - co.y * dx * dy;
-          const float raw = co.w * __expf(power);
-          const float alpha = fminf(ALPHA_MAX, raw);
-          if (!(power > 0.f) && !(alpha < ALPHA_MIN)) {
-            contributes = true;
-            T = T / (1.f - alpha);  // transmittance before this entry
-            float d_alpha = 0.f;
-            for (int ch = 0; ch < 3; ++ch) {
-              accum[ch] = last_alpha * last_rgb[ch] + (1.f - last_alpha) * accum[ch];
-              d_alpha += (s_rgb[j][ch] - accum[ch]) * dC[ch];
-              last_rgb[ch] = s_rgb[j][ch];
-            }
-            d_alpha = d_alpha * T - dT_final * T_final / (1.f - alpha);
-            last_alpha = alpha;
-            weight = alpha * T;
-            if (raw <= ALPHA_MAX) d_power = d_alpha * raw;  // the 0.99 clamp passes no gradient
-          }
+        Entry e;
+        if (j < count && position <= p.last && unblend(w, p, s, j, fx, fy, e)) {
+          contributes = true;
+          weight = e.alpha * w.T;
+          if (e.raw <= ALPHA_MAX) d_power = e.d_alpha * e.raw;  // the 0.99 clamp passes no gradient
         }
         stage_p[g * STRIDE + lane] = d_power;
         stage_w[g * STRIDE + lane] = weight;
@@ -199,21 +152,21 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(Blend
       const int g = lane % GROUP;
       if (mask >> g & 1u) {
         const int j = j0 + g;
-        const int id = s_id[j];
+        const int id = s.id[j];
         if (lane < GROUP) {
-          const float* s = stage_p + g * STRIDE;  // d const, d pu, d pv, d pu^2, d pv^2, d pu pv
-          const float4 co = s_co[j];
-          const float mx = s_xy[j].x - ox, my = s_xy[j].y - oy;
+          const float* sums = stage_p + g * STRIDE;  // d const, d pu, d pv, d pu^2, d pv^2, d pu pv
+          const float4 co = s.co[j];
+          const float mx = s.xy[j].x - ox, my = s.xy[j].y - oy;
           const float lx = co.x * mx + co.y * my, ly = co.z * my + co.y * mx;
-          atomicAdd(&args.grad_means2d[2 * id], -lx * s[0] + co.x * s[1] + co.y * s[2]);
-          atomicAdd(&args.grad_means2d[2 * id + 1], -ly * s[0] + co.y * s[1] + co.z * s[2]);
-          atomicAdd(&args.grad_conic[3 * id], -0.5f * mx * mx * s[0] + mx * s[1] - 0.5f * s[3]);
-          atomicAdd(&args.grad_conic[3 * id + 1], -mx * my * s[0] + my * s[1] + mx * s[2] - s[5]);
-          atomicAdd(&args.grad_conic[3 * id + 2], -0.5f * my * my * s[0] + my * s[2] - 0.5f * s[4]);
-          atomicAdd(&args.grad_opacity[id], s[0] / co.w);  // alpha = o exp(power)
+          atomicAdd(&args.grad_means2d[2 * id], -lx * sums[0] + co.x * sums[1] + co.y * sums[2]);
+          atomicAdd(&args.grad_means2d[2 * id + 1], -ly * sums[0] + co.y * sums[1] + co.z * sums[2]);
+          atomicAdd(&args.grad_conic[3 * id], -0.5f * mx * mx * sums[0] + mx * sums[1] - 0.5f * sums[3]);
+          atomicAdd(&args.grad_conic[3 * id + 1], -mx * my * sums[0] + my * sums[1] + mx * sums[2] - sums[5]);
+          atomicAdd(&args.grad_conic[3 * id + 2], -0.5f * my * my * sums[0] + my * sums[2] - 0.5f * sums[4]);
+          atomicAdd(&args.grad_opacity[id], sums[0] / co.w);  // alpha = o exp(power)
         } else {
-          const float* s = stage_w + g * STRIDE;
-          for (int ch = 0; ch < 3; ++ch) atomicAdd(&args.grad_colors[3 * id + ch], s[ch] + s[ch + 3]);
+          const float* sums = stage_w + g * STRIDE;
+          for (int ch = 0; ch < 3; ++ch) atomicAdd(&args.grad_colors[3 * id + ch], sums[ch] + sums[ch + 3]);
         }
       }
       __syncwarp();

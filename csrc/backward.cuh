@@ -1,0 +1,98 @@
+// What the two blend backwards (backward.cu: exact, backward_gemm.cu: sums on tensor cores)
+// share: a pixel's incoming gradient, the block's batches of its tile list, and the walk back to
+// front that recovers each entry's transmittance as T / (1 - alpha) (Kerbl et al. 2023).
+#pragma once
+
+#include "common.cuh"
+#include "config.h"
+#include "kernels.h"
+
+// A pixel's part of the backward: dL/dC, dL/d(final T) (the background's share less the alpha
+// output's), and what it walks back from. Pixels outside the image walk nothing.
+struct PixelGrad {
+  float dC[3] = {0.f, 0.f, 0.f};
+  float dT_final = 0.f;
+  float T_final = 1.f;
+  int last = 0;  // 1-based list position of its last contributor
+};
+
+__device__ inline PixelGrad pixel_grad(const BlendBackwardArgs& args, bool inside, int pix) {
+  PixelGrad p;
+  if (!inside) return p;
+  const int hw = args.height * args.width;
+  p.T_final = args.final_T[pix];
+  p.last = args.n_contrib[pix];
+  for (int ch = 0; ch < 3; ++ch) {
+    p.dC[ch] = args.grad_image[ch * hw + pix];
+    p.dT_final += p.dC[ch] * args.background[ch];
+  }
+  p.dT_final -= args.grad_alpha[pix];
+  return p;
+}
+
+// The largest `last` of the block: nothing behind the block's last contributor matters.
+__device__ inline int block_max_last(int last, int& s_max_last) {
+  if (threadIdx.x == 0) s_max_last = 0;
+  __syncthreads();
+  atomicMax(&s_max_last, last);
+  __syncthreads();
+  return s_max_last;
+}
+
+// One batch of the tile's list in shared memory, back to front: entry j is list index top-1-j.
+struct Batch {
+  int id[BLOCK_PIXELS];
+  float2 xy[BLOCK_PIXELS];
+  float4 co[BLOCK_PIXELS];
+  float rgb[BLOCK_PIXELS][3];
+};
+
+// Loads the batch ending at `top` (one entry per thread); the caller syncs around it.
+__device__ inline void load_batch(Batch& b, const BlendBackwardArgs& args, int top, int start) {
+  const int k = top - 1 - (int)threadIdx.x;
+  if (k < start) return;
+  const int id = args.point_list[k];
+  b.id[threadIdx.x] = id;
+  b.xy[threadIdx.x] = reinterpret_cast<const float2*>(args.means2d)[id];
+  b.co[threadIdx.x] = reinterpret_cast<const float4*>(args.conic_opacity)[id];
+  for (int ch = 0; ch < 3; ++ch) b.rgb[threadIdx.x][ch] = args.colors[3 * id + ch];
+}
+
+// A pixel's walk back to front: T before the entry last un-blended, and the colour behind it.
+struct Walk {
+  float T;
+  float accum[3] = {0.f, 0.f, 0.f};
+  float last_alpha = 0.f;
+  float last_rgb[3] = {0.f, 0.f, 0.f};
+};
+
+// One entry as the pixel at (fx, fy) saw it, when it contributed.
+struct Entry {
+  float dx, dy;   // mean - pixel
+  float G, raw;   // exp(power) and o G (alpha before its 0.99 clamp)
+  float alpha;
+  float d_alpha;  // dL/dalpha
+};
+
+// Un-blends entry j of the batch: false if it did not contribute (the walk is unchanged), else
+// fills e and steps the walk to the transmittance before it.
+__device__ inline bool unblend(Walk& w, const PixelGrad& p, const Batch& b, int j, float fx, float fy, Entry& e) {
+  e.dx = b.xy[j].x - fx;
+  e.dy = b.xy[j].y - fy;
+  const float4 co = b.co[j];
+  const float power = -0.5f * (co.x * e.dx * e.dx + co.z * e.dy * e.dy) - co.y * e.dx * e.dy;
+  e.G = __expf(power);
+  e.raw = co.w * e.G;
+  e.alpha = fminf(ALPHA_MAX, e.raw);
+  if (power > 0.f || e.alpha < ALPHA_MIN) return false;
+  w.T = w.T / (1.f - e.alpha);
+  float d_alpha = 0.f;
+  for (int ch = 0; ch < 3; ++ch) {
+    w.accum[ch] = w.last_alpha * w.last_rgb[ch] + (1.f - w.last_alpha) * w.accum[ch];
+    d_alpha += (b.rgb[j][ch] - w.accum[ch]) * p.dC[ch];
+    w.last_rgb[ch] = b.rgb[j][ch];
+  }
+  e.d_alpha = d_alpha * w.T - p.dT_final * p.T_final / (1.f - e.alpha);
+  w.last_alpha = e.alpha;
+  return true;
+}
