@@ -46,11 +46,12 @@ def main(argv=None):
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override the run's config, e.g. rasterizer.backward=gemm_fp32")
     a = p.parse_args(argv)
+    for item in a.set:
+        if "=" not in item:
+            p.error(f"--set {item!r}: expected KEY=VALUE, e.g. rasterizer.backward=gemm_fp32")
     cfg = OmegaConf.load(a.run_dir / ".hydra" / "config.yaml")
     cfg.resume = "auto"
-    for item in a.set:
-        key, _, value = item.partition("=")
-        OmegaConf.update(cfg, key, value)
+    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(a.set))  # typed as on the command line
     run = setup(cfg, a.run_dir)
     timer = PhaseTimer(run.device)
     steps(run, 20, timer)  # warm-up: allocator, caches, pair budget
