@@ -114,36 +114,52 @@ torch::Tensor tile_order(const torch::Tensor& ranges, bool heavy_first) {
 
 const int* data_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr<int>() : nullptr; }
 
+// sh: [N, bases, 3], or with sh_rest the DC term [N,1,3] and sh_rest [N, bases - 1, 3].
 GaussianParams params(const torch::Tensor& means, const torch::Tensor& log_scales, const torch::Tensor& quats,
-                      const torch::Tensor& opacity_logits, const torch::Tensor& sh) {
+                      const torch::Tensor& opacity_logits, const torch::Tensor& sh,
+                      const std::optional<torch::Tensor>& sh_rest) {
   const int64_t n = means.size(0);
   check_input(means, "means", {n, 3});
   check_input(log_scales, "log_scales", {n, 3});
   check_input(quats, "quats", {n, 4});
   check_input(opacity_logits, "opacity_logits", {n});
-  check_input(sh, "sh", {n, -1, 3});
+  if (!sh_rest) {
+    check_input(sh, "sh", {n, -1, 3});
+    TORCH_CHECK(sh.size(1) >= 1, "gsexp cuda rasterizer: sh needs at least the DC coefficient");
+    const float* p = sh.data_ptr<float>();
+    const int stride = (int)sh.size(1) * 3;
+    return {means.data_ptr<float>(), log_scales.data_ptr<float>(), quats.data_ptr<float>(),
+            opacity_logits.data_ptr<float>(), {p, p + 3, stride, stride}};
+  }
+  check_input(sh, "sh (the DC term)", {n, 1, 3});
+  check_input(*sh_rest, "sh_rest", {n, -1, 3});
   return {means.data_ptr<float>(), log_scales.data_ptr<float>(), quats.data_ptr<float>(),
-          opacity_logits.data_ptr<float>(), sh.data_ptr<float>()};
+          opacity_logits.data_ptr<float>(), {sh.data_ptr<float>(), sh_rest->data_ptr<float>(), 3,
+                                             (int)sh_rest->size(1) * 3}};
+}
+
+int num_bases(const torch::Tensor& sh, const std::optional<torch::Tensor>& sh_rest) {
+  return (int)(sh_rest ? 1 + sh_rest->size(1) : sh.size(1));
 }
 
 }  // namespace
 
-// means2d: an [N,2] buffer the projected means are written into (the caller's gradient holder).
-// capacity: 0 reads the pair count back (a host sync); > 0 sizes the pair buffers instead (no sync).
+// sh_rest: optional, see params(). means2d: an [N,2] buffer the projected means are written into
+// (the caller's gradient holder). capacity: 0 reads the pair count back (a host sync); > 0 sizes the pair buffers instead (no sync).
 // hit_counts: an optional [N] int32 the vanilla blend adds each Gaussian's contributed pixels to.
 std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
     torch::Tensor means, torch::Tensor log_scales, torch::Tensor quats, torch::Tensor opacity_logits,
-    torch::Tensor sh, torch::Tensor means2d, int64_t degree, std::vector<double> camera,
-    torch::Tensor background, const RasterOptions& options, int64_t capacity,
+    torch::Tensor sh, std::optional<torch::Tensor> sh_rest, torch::Tensor means2d, int64_t degree,
+    std::vector<double> camera, torch::Tensor background, const RasterOptions& options, int64_t capacity,
     std::optional<torch::Tensor> hit_counts) {
   const int64_t n = means.size(0);
-  const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh);
+  const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh, sh_rest);
   check_input(means2d, "means2d", {n, 2});
   check_input(background, "background", {3});
-  const int num_bases = (int)sh.size(1);
-  TORCH_CHECK(degree >= 0 && degree <= 3 && (degree + 1) * (degree + 1) <= num_bases,
+  const int bases = num_bases(sh, sh_rest);
+  TORCH_CHECK(degree >= 0 && degree <= 3 && (degree + 1) * (degree + 1) <= bases,
               "gsexp cuda rasterizer: sh_degree ", degree, " needs ", (degree + 1) * (degree + 1),
-              " SH coefficients, the Gaussians have ", num_bases);
+              " SH coefficients, the Gaussians have ", bases);
   check_options(options);
   const int mode = options.intersect;
   int* hits = nullptr;
@@ -164,7 +180,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   auto depths = torch::empty({n}, f32);
   auto radii = torch::empty({n}, i32);
   auto touched = torch::empty({n}, i32);
-  launch_preprocess((int)n, g, num_bases, (int)degree, cam, mode,
+  launch_preprocess((int)n, g, (int)degree, cam, mode,
                     {means2d.data_ptr<float>(), conic_opacity.data_ptr<float>(), colors.data_ptr<float>(),
                      depths.data_ptr<float>(), radii.data_ptr<int>(), touched.data_ptr<int>()},
                     stream);
@@ -228,13 +244,13 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
 
 std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
     torch::Tensor means, torch::Tensor log_scales, torch::Tensor quats, torch::Tensor opacity_logits,
-    torch::Tensor sh, int64_t degree, std::vector<double> camera, torch::Tensor background,
-    torch::Tensor radii, torch::Tensor means2d,
+    torch::Tensor sh, std::optional<torch::Tensor> sh_rest, int64_t degree, std::vector<double> camera,
+    torch::Tensor background, torch::Tensor radii, torch::Tensor means2d,
     torch::Tensor conic_opacity, torch::Tensor colors, torch::Tensor point_list, torch::Tensor ranges,
     std::optional<torch::Tensor> order, torch::Tensor final_T, torch::Tensor n_contrib, torch::Tensor grad_image,
     torch::Tensor grad_alpha, const RasterOptions& options) {
   const int64_t n = means.size(0);
-  const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh);
+  const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh, sh_rest);
   const Camera cam = make_camera(camera);
   check_input(grad_image, "grad_image", {3, cam.height, cam.width});
   check_input(grad_alpha, "grad_alpha", {cam.height, cam.width});
@@ -243,10 +259,22 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
   auto f32 = means.options();
   StageTimer timer(options.timing, stream);
 
-  auto grad_means2d = torch::zeros({n, 2}, f32);
-  auto grad_conic = torch::zeros({n, 3}, f32);
-  auto grad_opacity = torch::zeros({n}, f32);
-  auto grad_colors = torch::zeros({n, 3}, f32);
+  // Culled Gaussians get zero gradients (the kernels write only the visible ones): every buffer
+  // is a slice of one zeroed allocation, one memset instead of eight.
+  const int64_t sh_numel = sh.numel() + (sh_rest ? sh_rest->numel() : 0);
+  auto zeroed = torch::zeros({n * (2 + 3 + 1 + 3 + 3 + 3 + 4) + sh_numel}, f32);
+  int64_t offset = 0;
+  auto slice = [&](std::vector<int64_t> shape) {
+    int64_t size = 1;
+    for (int64_t d : shape) size *= d;
+    auto t = zeroed.narrow(0, offset, size).view(shape);
+    offset += size;
+    return t;
+  };
+  auto grad_means2d = slice({n, 2});
+  auto grad_conic = slice({n, 3});
+  auto grad_opacity = slice({n});
+  auto grad_colors = slice({n, 3});
   const torch::Tensor tiles = order ? *order : torch::Tensor();  // the forward's order
   BlendBackwardArgs args{ranges.data_ptr<int>(), data_or_null(tiles), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
                          conic_opacity.data_ptr<float>(), colors.data_ptr<float>(),
@@ -262,22 +290,22 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
     launch_blend_backward_gemm(args, options.backward == BACKWARD_GEMM_FP32, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
-  // Culled Gaussians get zero gradients; the kernel writes only the visible ones.
-  auto grad_means = torch::zeros({n, 3}, f32);
-  auto grad_log_scales = torch::zeros({n, 3}, f32);
-  auto grad_quats = torch::zeros({n, 4}, f32);
-  auto grad_sh = torch::zeros_like(sh);
-  launch_preprocess_backward((int)n, g, (int)sh.size(1), (int)degree, cam, radii.data_ptr<int>(),
-                             grad_means2d.data_ptr<float>(), grad_conic.data_ptr<float>(),
-                             grad_colors.data_ptr<float>(),
+  auto grad_means = slice({n, 3});
+  auto grad_log_scales = slice({n, 3});
+  auto grad_quats = slice({n, 4});
+  auto grad_sh = slice(sh.sizes().vec());
+  auto grad_rest = sh_rest ? slice(sh_rest->sizes().vec()) : torch::Tensor();
+  float* dc = grad_sh.data_ptr<float>();  // the gradients in the parameters' layout
+  const ShView<float> grad_view{dc, sh_rest ? grad_rest.data_ptr<float>() : dc + 3, g.sh.dc_stride, g.sh.rest_stride};
+  launch_preprocess_backward((int)n, g, (int)degree, cam, radii.data_ptr<int>(), grad_means2d.data_ptr<float>(),
+                             grad_conic.data_ptr<float>(), grad_colors.data_ptr<float>(),
                              {grad_means.data_ptr<float>(), grad_log_scales.data_ptr<float>(),
-                              grad_quats.data_ptr<float>(), grad_opacity.data_ptr<float>(),
-                              grad_sh.data_ptr<float>()},
+                              grad_quats.data_ptr<float>(), grad_opacity.data_ptr<float>(), grad_view},
                              stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("backward");
   // grad_opacity now holds d/d logit
-  return {{grad_means, grad_log_scales, grad_quats, grad_opacity, grad_sh, grad_means2d}, timer.read()};
+  return {{grad_means, grad_log_scales, grad_quats, grad_opacity, grad_sh, grad_rest, grad_means2d}, timer.read()};
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -305,8 +333,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                      py::arg("accutile") = (int)INTERSECT_ACCUTILE);
   m.def("rasterize_forward", &rasterize_forward, "gsexp: preprocess, duplicate, sort, ranges, blend");
   m.def("rasterize_backward", &rasterize_backward, "gsexp: the shared exact fp32 backward");
-  m.def("ssim_forward", &ssim_forward, "gsexp: fused SSIM (torchmetrics' window and padding), value and partials");
-  m.def("ssim_backward", &ssim_backward, "gsexp: fused SSIM's gradient w.r.t. the image");
+  m.def("ssim_forward", &ssim_forward, "gsexp: fused SSIM (torchmetrics' window and padding) weighted with L1, value and partials",
+        py::arg("img"), py::arg("ref"), py::arg("w_ssim") = 1.0, py::arg("w_l1") = 0.0, py::arg("w_constant") = 0.0);
+  m.def("ssim_backward", &ssim_backward, "gsexp: the fused loss's gradient w.r.t. the image", py::arg("img"),
+        py::arg("ref"), py::arg("partials"), py::arg("grad_out"), py::arg("w_ssim") = 1.0, py::arg("w_l1") = 0.0);
+  m.def("densify_stats", &densify_stats, "gsexp: one step's densification statistics in one launch");
   m.def("fused_adam", &fused_adam, "gsexp: one Adam step for up to 8 tensors in one launch (optionally visible rows only)");
   m.attr("tile_size") = TILE_SIZE;
   m.attr("near_plane") = NEAR_PLANE;

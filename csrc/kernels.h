@@ -25,6 +25,19 @@ struct PreprocessOut {
   int* tiles_touched;    // [N]
 };
 
+// SH coefficients, either one [N, bases, 3] array or the DC term [N,1,3] and the rest
+// [N, bases - 1, 3] as training keeps them (no concatenation per step): coefficient k of
+// Gaussian i, channel c, is dc[i * dc_stride + c] for k = 0, else rest[i * rest_stride + 3 (k - 1) + c].
+template <typename T>
+struct ShView {
+  T* dc;
+  T* rest;
+  int dc_stride, rest_stride;
+  __host__ __device__ T& at(int64_t i, int k, int c) const {
+    return k == 0 ? dc[i * dc_stride + c] : rest[i * rest_stride + 3 * (k - 1) + c];
+  }
+};
+
 // The raw (pre-activation) parameters as the optimiser holds them; preprocess applies
 // exp / normalise / sigmoid itself.
 struct GaussianParams {
@@ -32,25 +45,25 @@ struct GaussianParams {
   const float* log_scales;      // [N,3]
   const float* quats;           // [N,4] (w, x, y, z), any norm
   const float* opacity_logits;  // [N]
-  const float* sh;              // [N, bases, 3]
+  ShView<const float> sh;
 };
-// Their gradients; opacity_logits comes in holding d/d opacity (from the blend backward).
+// Their gradients (the SH ones in the layout of the parameters); opacity_logits comes in
+// holding d/d opacity (from the blend backward).
 struct GaussianGrads {
   float* means;
   float* log_scales;
   float* quats;
   float* opacity_logits;
-  float* sh;
+  ShView<float> sh;
 };
 
 // intersect: INTERSECT_* (config.h).
-void launch_preprocess(int n, const GaussianParams& g, int num_bases, int degree, const Camera& cam,
-                       int intersect, PreprocessOut out, cudaStream_t stream);
+void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
+                       PreprocessOut out, cudaStream_t stream);
 
-void launch_preprocess_backward(int n, const GaussianParams& g, int num_bases, int degree,
-                                const Camera& cam, const int* radii, const float* grad_means2d,
-                                const float* grad_conic, const float* grad_colors, GaussianGrads grads,
-                                cudaStream_t stream);
+void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, const int* radii,
+                                const float* grad_means2d, const float* grad_conic, const float* grad_colors,
+                                GaussianGrads grads, cudaStream_t stream);
 
 // ---- binning.cu -------------------------------------------------------------------------
 // Keys tile << 32 | depth bits, one per (Gaussian, tile) pair, on the tiles preprocess counted;

@@ -84,8 +84,8 @@ __device__ inline void view_dir(const Camera& cam, const float* p, float* d, flo
 // Writes every output of every Gaussian (zeros when culled), so the buffers need no memset.
 __global__ void preprocess_kernel(int n, const float* __restrict__ means,
                                   const float* __restrict__ log_scales, const float* __restrict__ quats,
-                                  const float* __restrict__ opacity_logits, const float* __restrict__ sh,
-                                  int num_bases, int degree, Camera cam, int intersect, PreprocessOut out) {
+                                  const float* __restrict__ opacity_logits, ShView<const float> sh,
+                                  int degree, Camera cam, int intersect, PreprocessOut out) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float* p = means + 3 * i;
@@ -120,10 +120,9 @@ __global__ void preprocess_kernel(int n, const float* __restrict__ means,
     float basis[MAX_SH_BASES];
     sh_basis(d[0], d[1], d[2], degree, basis);
     int k_used = (degree + 1) * (degree + 1);
-    const float* coeffs = sh + (size_t)i * num_bases * 3;
     for (int ch = 0; ch < 3; ++ch) {
       float acc = 0.f;
-      for (int k = 0; k < k_used; ++k) acc += basis[k] * coeffs[3 * k + ch];
+      for (int k = 0; k < k_used; ++k) acc += basis[k] * sh.at(i, k, ch);
       rgb[ch] = fmaxf(acc + 0.5f, 0.f);
     }
   } else {
@@ -143,10 +142,10 @@ __global__ void preprocess_kernel(int n, const float* __restrict__ means,
 __global__ void preprocess_backward_kernel(
     int n, const float* __restrict__ means, const float* __restrict__ log_scales,
     const float* __restrict__ quats, const float* __restrict__ opacity_logits,
-    const float* __restrict__ sh, int num_bases, int degree, Camera cam, const int* __restrict__ radii,
+    ShView<const float> sh, int degree, Camera cam, const int* __restrict__ radii,
     const float* __restrict__ g_means2d, const float* __restrict__ g_conic,
     const float* __restrict__ g_colors, float* g_means, float* g_log_scales, float* g_quats,
-    float* g_opacity, float* g_sh) {
+    float* g_opacity, ShView<float> g_sh) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n || radii[i] <= 0) return;
   const float* p = means + 3 * i;
@@ -226,21 +225,19 @@ __global__ void preprocess_backward_kernel(
   float basis[MAX_SH_BASES], bx[MAX_SH_BASES], by[MAX_SH_BASES], bz[MAX_SH_BASES];
   sh_basis(d[0], d[1], d[2], degree, basis);
   sh_basis_grad(d[0], d[1], d[2], degree, bx, by, bz);
-  const float* coeffs = sh + (size_t)i * num_bases * 3;
-  float* gcoeffs = g_sh + (size_t)i * num_bases * 3;
   int k_used = (degree + 1) * (degree + 1);
   float g[3];
   for (int ch = 0; ch < 3; ++ch) {
     float raw = 0.f;
-    for (int k = 0; k < k_used; ++k) raw += basis[k] * coeffs[3 * k + ch];
+    for (int k = 0; k < k_used; ++k) raw += basis[k] * sh.at(i, k, ch);
     g[ch] = (raw + 0.5f > 0.f) ? g_colors[3 * i + ch] : 0.f;
   }
   float gd[3] = {0.f, 0.f, 0.f};
   for (int k = 0; k < k_used; ++k) {
     float s = 0.f;
     for (int ch = 0; ch < 3; ++ch) {
-      gcoeffs[3 * k + ch] = basis[k] * g[ch];
-      s += coeffs[3 * k + ch] * g[ch];
+      g_sh.at(i, k, ch) = basis[k] * g[ch];
+      s += sh.at(i, k, ch) * g[ch];
     }
     gd[0] += s * bx[k];
     gd[1] += s * by[k];
@@ -252,19 +249,18 @@ __global__ void preprocess_backward_kernel(
 
 }  // namespace
 
-void launch_preprocess(int n, const GaussianParams& g, int num_bases, int degree, const Camera& cam,
-                       int intersect, PreprocessOut out, cudaStream_t stream) {
+void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
+                       PreprocessOut out, cudaStream_t stream) {
   if (n == 0) return;
   preprocess_kernel<<<(n + 255) / 256, 256, 0, stream>>>(n, g.means, g.log_scales, g.quats, g.opacity_logits,
-                                                        g.sh, num_bases, degree, cam, intersect, out);
+                                                        g.sh, degree, cam, intersect, out);
 }
 
-void launch_preprocess_backward(int n, const GaussianParams& g, int num_bases, int degree,
-                                const Camera& cam, const int* radii, const float* grad_means2d,
-                                const float* grad_conic, const float* grad_colors, GaussianGrads grads,
-                                cudaStream_t stream) {
+void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, const int* radii,
+                                const float* grad_means2d, const float* grad_conic, const float* grad_colors,
+                                GaussianGrads grads, cudaStream_t stream) {
   if (n == 0) return;
   preprocess_backward_kernel<<<(n + 255) / 256, 256, 0, stream>>>(
-      n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, num_bases, degree, cam, radii, grad_means2d,
+      n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, degree, cam, radii, grad_means2d,
       grad_conic, grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
 }

@@ -2,7 +2,9 @@
 // defaults (11x11 Gaussian window, sigma 1.5, data_range 1, K1 0.01, K2 0.03): the images are
 // reflect-padded by 5, filtered 'valid', and the SSIM map is averaged over every pixel (C*H*W,
 // no border crop). One kernel per direction, one block per 32x32 tile of one channel; the
-// separable filter runs in shared memory over the tile plus a 5-pixel halo.
+// separable filter runs in shared memory over the tile plus a 5-pixel halo. The kernels also
+// take the mean |img - ref|, so that 3DGS's whole loss (1 - l) L1 + l (1 - SSIM) is one launch
+// each way instead of a dozen small ones (the training step is bound by launches).
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -25,6 +27,12 @@ constexpr int kThreads = kTileW * kBlockH;
 constexpr int kWarps = kThreads / 32;
 constexpr float kC1 = 1e-4f;  // (K1 * data_range)^2
 constexpr float kC2 = 9e-4f;  // (K2 * data_range)^2
+
+// The value is ssim * mean S + l1 * mean |img - ref| + constant: weights (1, 0, 0) give SSIM
+// itself, (-l, 1 - l, l) 3DGS's loss.
+struct LossWeights {
+  double ssim, l1, constant;
+};
 
 // exp(-d^2 / (2 * 1.5^2)) for d = -5..5, normalised in double and rounded: sums to 1 - 1.4e-9.
 __constant__ float kGauss[kTaps] = {0.00102838012f, 0.00759875821f, 0.0360007733f, 0.109360687f,
@@ -58,12 +66,12 @@ __device__ __forceinline__ T block_sum(T v, T* scratch) {
 // regions E[x^2] - E[x]^2 then cancels small numbers, not ~1, keeping sigma^2 accurate next to
 // C2 (this cuts the fp32 gradient error on real images from ~3e-4 to ~1e-5 of its maximum).
 // Writes per pixel dS/dmu_x, dS/dE[x^2], dS/dE[xy] (holding the other filtered moments fixed)
-// for the backward, and the mean of S through per-block sums summed by the last block (fixed
-// order: deterministic, no host sync).
+// for the backward, and w.constant + w.ssim * mean S + w.l1 * mean |x - y| through per-block
+// sums summed by the last block (fixed order: deterministic, no host sync).
 __global__ void __launch_bounds__(kThreads)
     ssim_forward_kernel(const float* __restrict__ img, const float* __restrict__ ref, int C, int H, int W,
-                        float* __restrict__ partials, double* __restrict__ block_sums,
-                        unsigned* __restrict__ done, float* __restrict__ out, double count) {
+                        float* __restrict__ partials, double2* __restrict__ block_sums,
+                        unsigned* __restrict__ done, float* __restrict__ out, double count, LossWeights w) {
   __shared__ float sx[kInH][kInW], sy[kInH][kInW];
   __shared__ float hs[5][kInH][kTileW];  // row sums: x, y, xx, yy, xy (centre-relative)
   __shared__ double scratch[kWarps];
@@ -131,7 +139,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const int px = x0 + tx;
-  float s_sum = 0.f;
+  float s_sum = 0.f, l1_sum = 0.f;
 #pragma unroll
   for (int j = 0; j < kRows; ++j) {
     const float mu_x = cx[j] + mx[j], mu_y = cy[j] + my[j];
@@ -153,22 +161,31 @@ __global__ void __launch_bounds__(kThreads)
       partials[o + map] = ds_xx;
       partials[o + 2 * map] = ds_xy;
       s_sum += s;
+      l1_sum += fabsf(cx[j] - cy[j]);
     }
   }
 
   const int nblocks = gridDim.x * gridDim.y * gridDim.z;
   const double sum = block_sum<double>(s_sum, scratch);
+  __syncthreads();  // warp 0 has read scratch before the second sum writes it
+  const double l1 = block_sum<double>(l1_sum, scratch);
   if (tid == 0) {
-    block_sums[(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x] = sum;
-    __threadfence();  // the sum is visible before the count says so
+    block_sums[(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x] = make_double2(sum, l1);
+    __threadfence();  // the sums are visible before the count says so
     last = atomicAdd(done, 1u) == (unsigned)nblocks - 1;
   }
   __syncthreads();
   if (!last) return;
-  double total = 0.0;
-  for (int i = tid; i < nblocks; i += kThreads) total += __ldcg(block_sums + i);  // L2: other blocks' writes
+  double total = 0.0, total_l1 = 0.0;
+  for (int i = tid; i < nblocks; i += kThreads) {
+    const double2 b = __ldcg(block_sums + i);  // L2: other blocks' writes
+    total += b.x;
+    total_l1 += b.y;
+  }
   total = block_sum<double>(total, scratch);
-  if (tid == 0) out[0] = (float)(total / count);
+  __syncthreads();
+  total_l1 = block_sum<double>(total_l1, scratch);
+  if (tid == 0) out[0] = (float)(w.constant + w.ssim * (total / count) + w.l1 * (total_l1 / count));
 }
 
 // The reflect pad copied pixel i (1 <= i <= R, or n-1-R <= i <= n-2) to a padded position p
@@ -186,14 +203,15 @@ __device__ __forceinline__ float mirror_taps(int i, int n, Get get) {
   return s;
 }
 
-// Backward: dL/dx_i = g/N * sum over padded copies p of i, and windows q around p, of
+// Backward: dS/dx_i = 1/N * sum over padded copies p of i, and windows q around p, of
 // w(q - p) (dS/dmu_x(q) + 2 x_i dS/dE[x^2](q) + y_i dS/dE[xy](q)). The sum over q is the same
 // separable filter (the window is symmetric) applied to the three maps, zero outside the image,
-// plus the reflected taps of border pixels.
+// plus the reflected taps of border pixels. The L1 term adds w.l1 / N * sign(x_i - y_i), with
+// sign(0) = 0 as torch's abs().
 __global__ void __launch_bounds__(kThreads)
     ssim_backward_kernel(const float* __restrict__ img, const float* __restrict__ ref,
                          const float* __restrict__ partials, const float* __restrict__ grad_out, int C, int H,
-                         int W, float inv_count, float* __restrict__ grad) {
+                         int W, float inv_count, LossWeights w, float* __restrict__ grad) {
   __shared__ float sp[3][kInH][kInW];
   __shared__ float hs[3][kInH][kTileW];
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * kTileW + tx;
@@ -239,7 +257,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int m = 0; m < 3; ++m) f[j][m] = fmaf(kGauss[k], h[m], f[j][m]);
     }
   }
-  const float scale = __ldg(grad_out) * inv_count;
+  const float scale = __ldg(grad_out) * inv_count, s_scale = scale * (float)w.ssim, l1_scale = scale * (float)w.l1;
 #pragma unroll
   for (int j = 0; j < kRows; ++j) {
     const int py = y0 + oy + j;
@@ -249,7 +267,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int m = 0; m < 3; ++m) f[j][m] += mirror_taps(py, H, [&](int q) { return hs[m][q - y0 + kRadius][tx]; });
     }
     const int64_t o = base + (int64_t)py * W + px;
-    grad[o] = scale * (f[j][0] + 2.f * img[o] * f[j][1] + ref[o] * f[j][2]);
+    const float x = img[o], y = ref[o], sign = x > y ? 1.f : (x < y ? -1.f : 0.f);
+    grad[o] = s_scale * (f[j][0] + 2.f * x * f[j][1] + y * f[j][2]) + l1_scale * sign;
   }
 }
 
@@ -284,27 +303,29 @@ dim3 tile_grid(const torch::Tensor& img) {
 
 }  // namespace
 
-std::vector<torch::Tensor> ssim_forward(torch::Tensor img, torch::Tensor ref) {
+std::vector<torch::Tensor> ssim_forward(torch::Tensor img, torch::Tensor ref, double w_ssim, double w_l1,
+                                        double w_constant) {
   check_pair(img, ref);
   const c10::cuda::CUDAGuard guard(img.device());
   const int C = img.size(0), H = img.size(1), W = img.size(2);
   const dim3 grid = tile_grid(img);
   const auto opts = img.options();
   auto partials = torch::empty({3, C, H, W}, opts);
-  auto block_sums = torch::empty({(int64_t)grid.x * grid.y * grid.z}, opts.dtype(torch::kFloat64));
+  auto block_sums = torch::empty({(int64_t)grid.x * grid.y * grid.z, 2}, opts.dtype(torch::kFloat64));
   auto done = torch::empty({1}, opts.dtype(torch::kInt32));
   auto value = torch::empty({}, opts);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   C10_CUDA_CHECK(cudaMemsetAsync(done.data_ptr(), 0, sizeof(int), stream));
   ssim_forward_kernel<<<grid, dim3(kTileW, kBlockH), 0, stream>>>(
       img.data_ptr<float>(), ref.data_ptr<float>(), C, H, W, partials.data_ptr<float>(),
-      block_sums.data_ptr<double>(), reinterpret_cast<unsigned*>(done.data_ptr<int>()), value.data_ptr<float>(),
-      (double)img.numel());
+      reinterpret_cast<double2*>(block_sums.data_ptr<double>()), reinterpret_cast<unsigned*>(done.data_ptr<int>()),
+      value.data_ptr<float>(), (double)img.numel(), LossWeights{w_ssim, w_l1, w_constant});
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {value, partials};
 }
 
-torch::Tensor ssim_backward(torch::Tensor img, torch::Tensor ref, torch::Tensor partials, torch::Tensor grad_out) {
+torch::Tensor ssim_backward(torch::Tensor img, torch::Tensor ref, torch::Tensor partials, torch::Tensor grad_out,
+                            double w_ssim, double w_l1) {
   check_pair(img, ref);
   const int C = img.size(0), H = img.size(1), W = img.size(2);
   TORCH_CHECK(partials.is_cuda() && partials.scalar_type() == torch::kFloat32 && partials.is_contiguous() &&
@@ -318,7 +339,7 @@ torch::Tensor ssim_backward(torch::Tensor img, torch::Tensor ref, torch::Tensor 
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   ssim_backward_kernel<<<tile_grid(img), dim3(kTileW, kBlockH), 0, stream>>>(
       img.data_ptr<float>(), ref.data_ptr<float>(), partials.data_ptr<float>(), grad_out.data_ptr<float>(), C, H, W,
-      (float)(1.0 / (double)img.numel()), grad.data_ptr<float>());
+      (float)(1.0 / (double)img.numel()), LossWeights{w_ssim, w_l1, 0.0}, grad.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return grad;
 }

@@ -1,14 +1,23 @@
-// Fused training losses (csrc/ssim.cu): SSIM as torchmetrics computes it, one kernel per direction.
+// Fused training losses (csrc/ssim.cu): SSIM as torchmetrics computes it, optionally with the
+// L1 term, one kernel per direction.
 #pragma once
 
 #include <torch/extension.h>
 
 #include <vector>
 
-// img, ref: contiguous float32 CUDA [C,H,W] (H, W >= 6). Returns {mean SSIM (0-dim, on the
-// device, no host sync), partials [3,C,H,W]: per pixel dS/dmu_x, dS/dE[x^2], dS/dE[xy]}.
-std::vector<torch::Tensor> ssim_forward(torch::Tensor img, torch::Tensor ref);
+// img, ref: contiguous float32 CUDA [C,H,W] (H, W >= 6). Returns {value = w_ssim * mean SSIM +
+// w_l1 * mean |img - ref| + w_constant (0-dim, on the device, no host sync), partials [3,C,H,W]:
+// per pixel dS/dmu_x, dS/dE[x^2], dS/dE[xy]}.
+std::vector<torch::Tensor> ssim_forward(torch::Tensor img, torch::Tensor ref, double w_ssim, double w_l1,
+                                        double w_constant);
 
-// dL/dimg for L = f(mean SSIM), grad_out = dL/d(mean SSIM) (one float32 value on the device);
-// partials from ssim_forward on the same img and ref. The target gets no gradient.
-torch::Tensor ssim_backward(torch::Tensor img, torch::Tensor ref, torch::Tensor partials, torch::Tensor grad_out);
+// dL/dimg for L = f(value), grad_out = dL/dvalue (one float32 value on the device); partials from
+// ssim_forward on the same img and ref, and the same weights. The target gets no gradient.
+torch::Tensor ssim_backward(torch::Tensor img, torch::Tensor ref, torch::Tensor partials, torch::Tensor grad_out,
+                            double w_ssim, double w_l1);
+
+// Densification statistics (csrc/densify.cu): where radii > 0, grad2d += |grad_means2d * (half_w,
+// half_h)|, count += 1, max_radii = max(max_radii, radii). float32 [N] accumulators, int32 radii.
+void densify_stats(torch::Tensor grad_means2d, torch::Tensor radii, double half_w, double half_h,
+                   torch::Tensor grad2d, torch::Tensor count, torch::Tensor max_radii);

@@ -95,7 +95,7 @@ class TrainConfig:
     sh_degree_interval: int = 1000
     ssim_lambda: float = 0.2
     sparse_adam: bool = False  # Adam moves only the Gaussians the view saw (a quality trade)
-    fused_ssim: bool = True    # on a GPU: csrc/ssim.cu instead of torchmetrics' convolutions
+    fused_ssim: bool = True    # on a GPU: the loss in csrc/ssim.cu instead of torch L1 + torchmetrics
     fused_adam: bool = True    # on a GPU: one launch for every parameter instead of torch's Adam per tensor
     pair_capacity: bool = False  # CUDA: size pair buffers from recent counts instead of a host sync per step
     eval_lpips: Any = "auto"

@@ -154,3 +154,28 @@ def test_a_pair_capacity_renders_the_same_without_reading_the_count(intersect):
     short = render(g, cam, settings, background=BACKGROUND, capacity=exact.num_pairs // 2)
     assert short.num_pairs.item() == exact.num_pairs  # the caller sees that pairs were dropped
     assert not torch.equal(short.image, exact.image)
+
+
+@pytest.mark.parametrize("degree", [0, 1, 3])
+def test_training_params_render_without_concatenating_sh(degree):
+    """to_gaussians(params) hands the kernels sh0 and shN as they are: the image is the one of the
+    concatenated array bit for bit, and each part's gradient its slice of the array's."""
+    from gsexp.gaussians.params import make_params, to_gaussians
+
+    g, cam = cuda_scene(3, 20000, 400, 300, 3)
+    g = g.with_sh_degree(degree)
+    params = make_params(g)
+    split = to_gaussians(params, degree)
+    assert "sh" not in split.__dict__  # nothing concatenated yet
+    joined = g.map(lambda t: t.detach().clone().requires_grad_())
+    weights = torch.rand(3, cam.height, cam.width, device="cuda", generator=torch.Generator("cuda").manual_seed(1))
+    settings = make_settings("tc_gs", intersect="accutile")
+    out = render(split, cam, settings, background=BACKGROUND, sh_degree=degree)
+    ref = render(joined, cam, settings, background=BACKGROUND, sh_degree=degree)
+    assert "sh" not in split.__dict__ and torch.equal(out.image, ref.image)
+    (out.image * weights).sum().backward()
+    (ref.image * weights).sum().backward()
+    pairs = [(params[k].grad, getattr(joined, k).grad) for k in ("means", "log_scales", "quats", "opacity_logits")]
+    pairs += [(params["sh0"].grad, joined.sh.grad[:, :1]), (params["shN"].grad, joined.sh.grad[:, 1:])]
+    for a, b in pairs:  # equal up to the atomics' summation order (shN is empty at degree 0)
+        assert a.shape == b.shape and (b.numel() == 0 or torch.allclose(a, b, rtol=1e-4, atol=1e-7 * b.abs().max().item()))

@@ -329,3 +329,27 @@ def test_state_round_trips(tmp_path):
         assert loaded.keys() == state.keys()
         for k, v in state.items():
             assert torch.equal(loaded[k], v) if torch.is_tensor(v) else loaded[k] == v
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_default_statistics_on_cuda_equal_the_torch_ops():
+    """The fused launch (csrc/densify.cu) accumulates what the torch ops do, over several steps."""
+    from gsexp.train.strategy.default import _fused_stats
+
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    n = 10_001
+    fused = {k: torch.zeros(n, device="cuda") for k in ("grad2d", "count", "max_radii")}
+    torch_state = {k: v.clone() for k, v in fused.items()}
+    strategy = DefaultStrategy()
+    for _ in range(3):
+        grad = torch.randn(n, 2, generator=gen, device="cuda") * 1e-4
+        radii = torch.randint(-1, 40, (n,), generator=gen, device="cuda", dtype=torch.int32)
+        assert _fused_stats(grad, radii, 400.0, 300.0, fused)
+        # the same step on CPU tensors takes the torch ops
+        out = SimpleNamespace(means2d=SimpleNamespace(grad=grad.cpu()), radii=radii.cpu())
+        torch_state = {k: v.cpu() for k, v in torch_state.items()}
+        strategy._accumulate({"means": torch.zeros(n, 3)}, torch_state, out, 800, 600)
+    torch_state = {k: v.cuda() for k, v in torch_state.items()}
+    torch.testing.assert_close(fused["grad2d"], torch_state["grad2d"], rtol=1e-6, atol=0)
+    assert torch.equal(fused["count"], torch_state["count"]) and torch.equal(fused["max_radii"], torch_state["max_radii"])
+    assert fused["count"].max() == 3 and fused["count"].min() == 0

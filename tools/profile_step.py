@@ -6,7 +6,8 @@ under torch.profiler.
 Loads the run's config and newest checkpoint (as resume=auto), then trains on from there:
 past densification, so the model size is fixed. Prints the free-running wall ms per step
 (what training pays), the GPU busy ms per step (the kernels' sum: when it is well below the wall
-time, the CPU or host syncs are the limit) and the kernels that take the most GPU time.
+time, the CPU or host syncs are the limit), the kernels that take the most GPU time, the ops
+that take the most CPU time and the launches per step.
 """
 from __future__ import annotations
 
@@ -62,6 +63,11 @@ def main(argv=None):
     kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
     gpu = sum(e.device_time_total for e in kernels) / 20 / 1e3
     print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=a.top))
+    # and where the CPU's time goes: when it sets the pace, these rows are the step's cost
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=a.top))
+    launches = sum(1 for e in prof.events() if e.name in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel",
+                                                           "cudaMemsetAsync", "cudaMemcpyAsync"))
+    print(f"launches, memsets and copies per step: {launches / 20:.1f}")
     print(f"Gaussians {len(run.params['means']):,}  phases (GPU ms) {timer.medians()}")
     print(f"free-running wall {wall:.3f} ms/step, GPU kernels {gpu:.3f} ms/step ({a.steps} + 20 profiled steps)")
 

@@ -80,14 +80,20 @@ def main(argv=None):
                    help="an override for every configuration (e.g. lpips_net=alex where only AlexNet is staged)")
     p.add_argument("--peer", help="path of peer_train_gsplat.py: also train the peer, after ours")
     a = p.parse_args(argv)
+    unknown = [n for n in a.configs.split(",") if n not in CONFIGS]
+    if unknown:
+        p.error(f"--configs: unknown {', '.join(unknown)}; known: {', '.join(CONFIGS)}")
     a.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for name in a.configs.split(","):
-        rows.append(train(name, CONFIGS[name], a.data, a.iterations, a.out, a.set))
+    runs = [(name, lambda name=name: train(name, CONFIGS[name], a.data, a.iterations, a.out, a.set))
+            for name in a.configs.split(",")]
     if a.peer:
-        rows.append(peer(a.peer, a.data, a.iterations, a.out))
-    stamp = time.strftime("%Y-%m-%d %H:%M")
-    (a.out / "results.json").write_text(json.dumps({"when": stamp, "iterations": a.iterations, "rows": rows}, indent=1))
+        runs.append(("peer", lambda: peer(a.peer, a.data, a.iterations, a.out)))
+    for _, run in runs:  # results.json after every run: a session cut short keeps what finished
+        rows.append(run())
+        stamp = time.strftime("%Y-%m-%d %H:%M")
+        (a.out / "results.json").write_text(json.dumps({"when": stamp, "iterations": a.iterations, "rows": rows},
+                                                       indent=1))
     print(table(rows))
 
 

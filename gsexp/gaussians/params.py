@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from gsexp.gaussians.model import Gaussians
+from gsexp.gaussians.sh import num_sh_bases
 
 
 def make_params(g: Gaussians) -> dict[str, torch.nn.Parameter]:
@@ -16,5 +17,24 @@ def make_params(g: Gaussians) -> dict[str, torch.nn.Parameter]:
 
 def to_gaussians(params: dict, sh_degree: int) -> Gaussians:
     """A Gaussians view of the parameters (differentiable: gradients reach the Parameters)."""
-    return Gaussians(params["means"], params["log_scales"], params["quats"], params["opacity_logits"],
-                     torch.cat([params["sh0"], params["shN"]], 1), sh_degree)
+    return _ParamGaussians(params, sh_degree)
+
+
+class _ParamGaussians(Gaussians):
+    """Gaussians over training's parameters. `sh` is the concatenation of sh0 and shN, made when
+    first read; the CUDA rasterizer reads `sh_parts` instead, sparing a copy of every SH
+    coefficient each way per training step. Shapes are the parameters' own (make_params)."""
+
+    def __init__(self, params: dict, sh_degree: int):  # no __post_init__: it would read sh
+        self.means, self.log_scales, self.quats = params["means"], params["log_scales"], params["quats"]
+        self.opacity_logits, self.sh_degree = params["opacity_logits"], sh_degree
+        self.sh_parts = (params["sh0"], params["shN"])
+        if not 0 <= sh_degree <= 3 or self.sh_parts[0].shape[1] + self.sh_parts[1].shape[1] != num_sh_bases(sh_degree):
+            raise ValueError(f"to_gaussians: sh0 {tuple(self.sh_parts[0].shape)} and shN {tuple(self.sh_parts[1].shape)} "
+                             f"do not hold the {num_sh_bases(sh_degree)} SH bases of degree {sh_degree}")
+
+    def __getattr__(self, name: str):  # only for attributes not set: sh, the first time
+        if name != "sh":
+            raise AttributeError(name)
+        self.sh = torch.cat(self.__dict__["sh_parts"], 1)
+        return self.sh

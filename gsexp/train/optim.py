@@ -10,6 +10,7 @@ with the same semantics.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -40,14 +41,24 @@ def fused_adam_step(optimizers: dict[str, torch.optim.Adam], visible: torch.Tens
     the global step (a row seen again after a gap is not "younger"). 3DGS's SparseGaussianAdam
     instead never advances "step" and applies no bias correction at all; ours equals dense
     torch Adam on the visible rows, and equals it exactly when every row is visible.
+
+    A tensor's layout is checked when it first steps (and again after surgery replaced it): a
+    training step is bound by the CPU, and this runs every step.
     """
     stepped = [(opt, group, p) for opt in optimizers.values() for group in opt.param_groups
                for p in group["params"] if p.grad is not None]
     for _, group, p in stepped:  # everything checked before any counter moves
-        _check(group, p, visible)
+        _check_group(group)
+        if not _known(p):
+            _check_tensor(group, p)
+        if visible is not None and (p.dim() == 0 or p.shape[0] != visible.shape[0]):
+            raise ValueError(f"fused_adam_step: group {group.get('name', '?')!r} has shape {tuple(p.shape)}, "
+                             f"not the {visible.shape[0]} rows of the visible mask")
     by_device: dict[torch.device, list[_Entry]] = {}
     for opt, group, p in stepped:
         by_device.setdefault(p.device, []).append(_entry(opt, group, p))
+        if not _known(p):
+            _CHECKED[id(p)] = weakref.ref(p, lambda _, key=id(p): _CHECKED.pop(key, None))
     for device, entries in by_device.items():
         mask = None if visible is None else visible.to(device=device, dtype=torch.bool).contiguous()
         if device.type == "cuda":
@@ -58,28 +69,41 @@ def fused_adam_step(optimizers: dict[str, torch.optim.Adam], visible: torch.Tens
 
 
 def zero_grads(optimizers: dict[str, torch.optim.Adam]) -> None:
+    """opt.zero_grad(set_to_none=True) for each, without its per-call overhead (profiler hooks)."""
     for opt in optimizers.values():
-        opt.zero_grad(set_to_none=True)
+        for group in opt.param_groups:
+            for p in group["params"]:
+                p.grad = None
 
 
-def _check(group: dict, p: torch.Tensor, visible: torch.Tensor | None) -> None:
-    name = group.get("name", "?")
-    unsupported = {"weight_decay": group.get("weight_decay", 0) != 0, "amsgrad": group.get("amsgrad", False),
-                   "maximize": group.get("maximize", False), "capturable": group.get("capturable", False),
-                   "fused": bool(group.get("fused")), "differentiable": group.get("differentiable", False)}
-    bad = [k for k, on in unsupported.items() if on]
-    if bad:
-        raise ValueError(f"fused_adam_step supports plain Adam only (weight_decay 0, no amsgrad, maximize, "
-                         f"capturable, fused or differentiable); group {name!r} sets {bad}")
-    if any(torch.is_tensor(group[k]) for k in ("lr", "eps")) or any(torch.is_tensor(b) for b in group["betas"]):
+_CHECKED: dict[int, weakref.ref] = {}  # id -> the tensor that passed _check and has Adam state
+
+
+def _known(p: torch.Tensor) -> bool:
+    ref = _CHECKED.get(id(p))
+    return ref is not None and ref() is p
+
+
+_UNSUPPORTED = ("weight_decay", "amsgrad", "maximize", "capturable", "fused", "differentiable")
+
+
+def _check_group(group: dict) -> None:
+    """Every step (options may change between steps): a few dict reads, the message only on failure."""
+    if any(group.get(k) for k in _UNSUPPORTED) or any(torch.is_tensor(group[k]) for k in ("lr", "eps")) \
+            or any(torch.is_tensor(b) for b in group["betas"]):
+        name, bad = group.get("name", "?"), [k for k in _UNSUPPORTED if group.get(k)]
+        if bad:
+            raise ValueError(f"fused_adam_step supports plain Adam only (weight_decay 0, no amsgrad, maximize, "
+                             f"capturable, fused or differentiable); group {name!r} sets {bad}")
         raise ValueError(f"fused_adam_step needs float lr, betas and eps (group {name!r})")
+
+
+def _check_tensor(group: dict, p: torch.Tensor) -> None:
+    name = group.get("name", "?")
     if p.grad.is_sparse:
         raise ValueError(f"fused_adam_step: sparse gradients are not supported (group {name!r})")
     if p.is_cuda and not (p.dtype == torch.float32 and p.is_contiguous()):
         raise ValueError(f"fused_adam_step: CUDA params must be contiguous float32 (group {name!r}: {p.dtype})")
-    if visible is not None and (p.dim() == 0 or p.shape[0] != visible.shape[0]):
-        raise ValueError(f"fused_adam_step: group {name!r} has shape {tuple(p.shape)}, not the "
-                         f"{visible.shape[0]} rows of the visible mask")
 
 
 def _state(opt: torch.optim.Adam, p: torch.Tensor) -> dict:

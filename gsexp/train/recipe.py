@@ -93,9 +93,10 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
     run.pairs.record(out.num_pairs, capacity)
     run.last_n = len(params["means"])
     timer.mark("render")
-    loss = photometric_loss(out.image, target, cfg.ssim_lambda, fused=cfg.fused_ssim) \
-        + run.strategy.regularization(params) \
-        + run.compression.regularization(params)
+    loss = photometric_loss(out.image, target, cfg.ssim_lambda, fused=cfg.fused_ssim)
+    for extra in (run.strategy.regularization(params), run.compression.regularization(params)):
+        if torch.is_tensor(extra) or extra != 0:  # adding a plain 0 would still cost a launch each way
+            loss = loss + extra
     timer.mark("loss")
     run.strategy.step_pre_backward(params, optimizers, state, step, out)
     loss.backward()

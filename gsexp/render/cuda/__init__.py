@@ -12,10 +12,12 @@ from gsexp.render.settings import VanillaSettings
 __all__ = ["rasterize", "hit_counts", "load", "CudaUnavailable", "options_of"]
 
 
-def raw_params(gaussians) -> list[torch.Tensor]:
-    """The parameters as the kernels read them: raw (they apply the activations), fp32, contiguous."""
-    return [t.float().contiguous() for t in (gaussians.means, gaussians.log_scales, gaussians.quats,
-                                             gaussians.opacity_logits, gaussians.sh)]
+def raw_params(gaussians) -> list:
+    """The parameters as the kernels read them: raw (they apply the activations), fp32, contiguous;
+    SH as one array and None, or as training's two parts (gsexp.gaussians.params.to_gaussians)."""
+    sh = getattr(gaussians, "sh_parts", None) or (gaussians.sh, None)
+    return [t if t is None else t.float().contiguous() for t in (
+        gaussians.means, gaussians.log_scales, gaussians.quats, gaussians.opacity_logits, *sh)]
 
 
 def options_of(settings):
@@ -66,7 +68,7 @@ def hit_counts(gaussians, camera, settings=None) -> torch.Tensor:
     means = gaussians.means
     counts = torch.zeros(len(means), dtype=torch.int32, device=means.device)
     vanilla = VanillaSettings(intersect=settings.intersect if settings else "aabb")
-    raw = [t.detach() for t in raw_params(gaussians)]
+    raw = [t if t is None else t.detach() for t in raw_params(gaussians)]
     means2d = torch.empty(len(means), 2, device=means.device)
     background = torch.zeros(3, device=means.device)
     load().rasterize_forward(*raw, means2d, gaussians.sh_degree, camera_values(camera), background,

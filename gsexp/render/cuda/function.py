@@ -30,24 +30,25 @@ def camera_values(camera) -> tuple[float, ...]:
 
 
 class Rasterize(torch.autograd.Function):
-    """(means, log_scales, quats, opacity_logits, sh, means2d holder) -> image [3,H,W], alpha [H,W].
+    """(means, log_scales, quats, opacity_logits, sh, sh_rest, means2d holder) -> image [3,H,W], alpha [H,W].
 
-    The parameters are the raw ones: the kernels apply exp, normalise and sigmoid. The holder is
-    an [N,2] leaf the kernel fills with the projected means; its gradient is the screen-space
-    gradient the densification strategies read. `call` carries the degree, camera, background
-    and options in, and stage_ms and num_pairs out."""
+    The parameters are the raw ones: the kernels apply exp, normalise and sigmoid. sh is
+    [N, bases, 3], or with sh_rest (not None) the DC term [N,1,3] and the other bases, as training
+    keeps them. The holder is an [N,2] leaf the kernel fills with the projected means; its gradient
+    is the screen-space gradient the densification strategies read. `call` carries the degree,
+    camera, background and options in, and stage_ms and num_pairs out."""
 
     @staticmethod
-    def forward(ctx, means, log_scales, quats, opacity_logits, sh, means2d, call):
+    def forward(ctx, means, log_scales, quats, opacity_logits, sh, sh_rest, means2d, call):
         outs, stage_ms = load().rasterize_forward(
-            means, log_scales, quats, opacity_logits, sh, means2d, call["degree"], call["camera"],
+            means, log_scales, quats, opacity_logits, sh, sh_rest, means2d, call["degree"], call["camera"],
             call["background"], call["options"], call["capacity"], None)
         image, final_t, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges, order, count = outs
         call["stage_ms"].update(stage_ms)
         call["num_pairs"] = count[0] if call["capacity"] else len(point_list)  # with a capacity: not read back
         ctx.call, ctx.order = call, order
-        ctx.save_for_backward(means, log_scales, quats, opacity_logits, sh, radii, means2d, conic_opacity, colors,
-                              point_list, ranges, final_t, n_contrib)
+        ctx.save_for_backward(means, log_scales, quats, opacity_logits, sh, sh_rest, radii, means2d, conic_opacity,
+                              colors, point_list, ranges, final_t, n_contrib)
         ctx.mark_non_differentiable(n_contrib, radii, depths)
         return image, 1 - final_t, n_contrib, radii, depths
 
@@ -56,7 +57,7 @@ class Rasterize(torch.autograd.Function):
         c = ctx.call
         saved = ctx.saved_tensors
         grads, stage_ms = load().rasterize_backward(
-            *saved[:5], c["degree"], c["camera"], c["background"], *saved[5:11], ctx.order, *saved[11:],
+            *saved[:6], c["degree"], c["camera"], c["background"], *saved[6:12], ctx.order, *saved[12:],
             grad_image.contiguous(), grad_alpha.contiguous(), c["options"])
         c["stage_ms"].update(stage_ms)
         return (*grads, None)

@@ -85,6 +85,8 @@ class DefaultStrategy(Strategy):
         if grad is None:
             return
         # INRIA measures the gradient w.r.t. NDC positions: d/d ndc = d/d px * (size / 2).
+        if _fused_stats(grad, out.radii, width / 2, height / 2, state):
+            return
         # Masks as arithmetic, not boolean indexing: indexing asks the host for the count (a sync);
         # the scales as Python numbers: a host-to-device tensor of them would sync too.
         norm = torch.hypot(grad[:, 0] * (width / 2), grad[:, 1] * (height / 2))
@@ -115,3 +117,17 @@ class DefaultStrategy(Strategy):
         state.update(n_cloned=int(clone.sum()), n_split=int(split.sum()), n_pruned=int(prune.sum()))
         for key in STATS:
             state[key].zero_()
+
+
+def _fused_stats(grad: torch.Tensor, radii: torch.Tensor, half_w: float, half_h: float, state: dict) -> bool:
+    """The statistics above in one CUDA launch (csrc/densify.cu) instead of about ten; False
+    where it does not apply (CPU, or tensors of other types)."""
+    tensors = (grad, radii, state["grad2d"], state["count"], state["max_radii"])
+    if not all(t.is_cuda and t.is_contiguous() for t in tensors) or radii.dtype != torch.int32 \
+            or any(t.dtype != torch.float32 for t in tensors if t is not radii):
+        return False
+    from gsexp.render.cuda.build import load
+
+    load().densify_stats(grad, radii, half_w, half_h, state["grad2d"], state["count"], state["max_radii"])
+    return True
+
