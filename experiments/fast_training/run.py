@@ -27,6 +27,7 @@ CONFIGS = {  # overrides on top of experiment=lego_fast (tc_gs + accutile, every
     "no_fused": ["fused_ssim=false", "fused_adam=false"],
     "gemm_fp32": ["rasterizer.backward=gemm_fp32"],         # issue 20: the tensor-core backward
     "gemm_tf32": ["rasterizer.backward=gemm_tf32"],
+    "viewer": ["viewer.enabled=true"],                      # issue 22: the live viewer, no browser connected
 }
 
 

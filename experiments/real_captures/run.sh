@@ -13,6 +13,7 @@ W=${W:-/tmp/real_captures}           # scenes made here and the undistortion cac
 R=${R:-$W/runs}                      # run folders (point clouds are large: collect sends back summaries only)
 PEER=${PEER:-.device/peer_train_gsplat.py}
 ITERS=${ITERS:-30000}
+EXTRA=${EXTRA:-}                     # more train.py overrides for every run, e.g. lpips_net=alex
 # Subsets for a session with little device time, e.g. DATAS="beer_ignored beer_undistorted
 # beer_prepared" RASTERS=tcgs_accutile PEERS=beer_prepared (the issue's three acceptance lines first).
 DATAS=${DATAS:-beer_ignored beer_undistorted beer_prepared fern_ignored fern_undistorted fern_prepared}
@@ -49,7 +50,7 @@ train)
       if grep -qs '"status": "ok"' "$R/runs/$name/summary.json"; then echo "done: $name"; continue; fi
       # shellcheck disable=SC2086  # the overrides are words
       python train.py ${DATA[$data]} ${RASTER[$raster]} iterations="$ITERS" logger=none \
-        paths.root="$R" name="$name" resume=auto
+        paths.root="$R" name="$name" resume=auto $EXTRA
     done
   done
   ;;

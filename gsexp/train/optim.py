@@ -76,7 +76,7 @@ def zero_grads(optimizers: dict[str, torch.optim.Adam]) -> None:
                 p.grad = None
 
 
-_CHECKED: dict[int, weakref.ref] = {}  # id -> the tensor that passed _check and has Adam state
+_CHECKED: dict[int, weakref.ref] = {}  # id -> a tensor that passed _check_tensor and has Adam state
 
 
 def _known(p: torch.Tensor) -> bool:
