@@ -1,0 +1,123 @@
+"""Static SASS instruction mix of the two blend backwards' per-pair loops (issue 20), sm_90a.
+
+    python experiments/tensor_core_backward/sass_mix.py > experiments/tensor_core_backward/sass_mix.txt
+
+CPU only: compiles both kernels with the project's flags, disassembles them with line info and counts
+by class the warp instructions of the loop holding each anchor's lines. Full path (every branch taken):
+what a warp issues for one Gaussian x its 32 pixels when some lane contributes. No timing is implied.
+"""
+import collections
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+NVCC = "/usr/local/cuda-13.0/bin/nvcc"
+NVDISASM = "/work/venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/nvdisasm"
+FLAGS = ["-O3", "--use_fast_math", "-lineinfo", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17"]
+
+# Anchors: lines of the kernel's own .cu. Line info is too coarse to cut a loop by (ptxas tags loop
+# control and hoisted values with the lines around them), so we take the innermost loop (a backward
+# BRA) that holds most of the anchor's instructions, and count that loop's whole address range.
+EXACT_PAIR = range(33, 61)    # backward.cu 33-60: body of `for j` (one Gaussian, the warp's pixels)
+GEMM_PAIR = range(111, 124)   # backward_gemm.cu 111-123: body of `for g` (ptxas unrolls it 2x)
+GEMM_GROUP = range(126, 173)  # backward_gemm.cu 126-172: the `for j0` loop (mma, chain rule, atomics)
+# What the GEMM form removes from the exact loop: per-pair products feeding the sums (39 weight*dC,
+# 43-48 the mean/conic/opacity terms), the 9 warp sums (52) and lane 0's address math + atomics (53-59).
+REDUCTION_SPANS = [(39, 39), (43, 48), (52, 59)]
+EXACT_REDUCTION = {n for a, b in REDUCTION_SPANS for n in range(a, b + 1)}
+
+CLASSES = [  # (row, SASS opcodes); the rest is integer / move / uniform datapath
+    ("FFMA/FMUL/FADD", {"FFMA", "FMUL", "FADD"}), ("FMNMX/FSEL", {"FMNMX", "FSEL"}),
+    ("MUFU (ex2, rcp)", {"MUFU"}), ("SHFL", {"SHFL"}), ("VOTE", {"VOTE", "VOTEU"}),
+    ("RED/ATOM global", {"RED", "REDG", "ATOM", "ATOMG"}), ("LDS", {"LDS"}), ("STS", {"STS"}),
+    ("LDG/STG/LDC", {"LDG", "STG", "LDC", "ULDC"}), ("HMMA", {"HMMA"}), ("BAR/WARPSYNC", {"BAR", "WARPSYNC"}),
+    ("BRA/BSSY/BSYNC", {"BRA", "BSSY", "BSYNC", "EXIT"}), ("ISETP/FSETP/PLOP3", {"ISETP", "FSETP", "PLOP3"}),
+]
+OTHER = "int/move/other"
+
+
+def disassemble(src: str) -> dict:
+    """{kernel name: [(addr, kernel-file line, opcode, text)]} plus each kernel's label addresses."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = f"{tmp}/k.cubin"
+        subprocess.run([NVCC, *FLAGS, f"-I{ROOT}/csrc", "-cubin", "-o", cubin, f"{ROOT}/csrc/{src}"],
+                       check=True)
+        sass = subprocess.run([NVDISASM, "-gi", "-c", cubin], check=True, capture_output=True,
+                              text=True).stdout
+    kernels, name, line = {}, None, 0
+    for raw in sass.splitlines():
+        if m := re.match(r"\s*\.text\.(\S+):", raw):
+            name, kernels[m.group(1)] = m.group(1), ([], {})
+        elif m := re.search(r'//## File "([^"]+)", line (\d+)', raw):
+            if m.group(1).endswith(src):  # -gi prints the inlined line, then the call site's: keep ours
+                line = int(m.group(2))
+        elif m := re.match(r"(\.L_x_\d+):", raw.strip()):
+            kernels[name][1][m.group(1)] = None  # resolved to the next instruction's address
+        elif m := re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)(.*?);", raw):
+            code, labels = kernels[name]
+            addr = int(m.group(1), 16)
+            for k in [k for k, v in labels.items() if v is None]:
+                labels[k] = addr
+            code.append((addr, line, m.group(2).split(".")[0], m.group(2) + m.group(3)))
+    return kernels
+
+
+def loop_of(code, labels, anchor) -> tuple:
+    """(start, end) of the innermost loop that holds most of the anchor lines' instructions."""
+    exits = [a for a, _, op, _ in code if op == "EXIT"]  # a backward BRA over an EXIT is no loop but the
+    loops = [(t, a) for a, _, op, txt in code if op == "BRA"  # return from BRA.DIV's out-of-line fallback
+             and (m := re.search(r"\((\.L_x_\d+)\)", txt))
+             and (t := labels[m.group(1)]) < a and not any(t < e < a for e in exits)]
+    votes = collections.Counter()
+    for a, line, _, _ in code:
+        inner = [lp for lp in loops if lp[0] <= a <= lp[1] and line in anchor]
+        if inner:
+            votes[min(inner, key=lambda lp: lp[1] - lp[0])] += 1
+    return votes.most_common(1)[0][0]
+
+
+def mix(instrs) -> collections.Counter:
+    c = collections.Counter(next((row for row, ops in CLASSES if op in ops), OTHER) for _, _, op, _ in instrs)
+    c["total"] = len(instrs)
+    return c
+
+
+def main():
+    cols, spans = {}, []  # column -> Counter of classes
+    (code, labels), = disassemble("backward.cu").values()
+    lo, hi = loop_of(code, labels, EXACT_PAIR)
+    body = [i for i in code if lo <= i[0] <= hi]
+    assert sum(".EX2" in i[3] for i in body) == 1, "the exact loop should hold one pair"
+    cols["exact"], cols["exact:red"] = mix(body), mix([i for i in body if i[1] in EXACT_REDUCTION])
+    spans.append(f"exact pair {lo:#06x}-{hi:#06x}")
+    for name, (code, labels) in sorted(disassemble("backward_gemm.cu").items()):
+        tag = "fp32" if "ILb1E" in name else "tf32"  # template<bool SPLIT>: gemm_fp32 / gemm_tf32
+        (plo, phi), (glo, ghi) = loop_of(code, labels, GEMM_PAIR), loop_of(code, labels, GEMM_GROUP)
+        pair = [i for i in code if plo <= i[0] <= phi]
+        unroll = sum(".EX2" in i[3] for i in pair)  # one exp per pair: how many pairs the body holds
+        cols[f"{tag} pair"] = mix(pair)
+        cols[f"{tag} group"] = mix([i for i in code if glo <= i[0] <= ghi and not plo <= i[0] <= phi])
+        cols[f"{tag} /pair"] = {k: cols[f"{tag} pair"][k] / unroll + cols[f"{tag} group"][k] / 16
+                                for k in cols[f"{tag} pair"] | cols[f"{tag} group"]}
+        spans.append(f"{tag} pair {plo:#06x}-{phi:#06x} (x{unroll} unrolled), group {glo:#06x}-{ghi:#06x}")
+    red_lines = ",".join(f"{a}-{b}" if a < b else f"{a}" for a, b in REDUCTION_SPANS)
+    print(f"warp instructions, full path. exact: one Gaussian x 32 pixels; exact:red: lines {red_lines}.\n"
+          "gemm: 'pair' = the g-loop body as compiled, 'group' = rest of the j0 loop (16 Gaussians), "
+          "'/pair' = pair/unroll + group/16.")
+    print(f"{'class':19s}" + "".join(f"{c:>11s}" for c in cols))
+    for r in [r for r, _ in CLASSES] + [OTHER, "total"]:
+        print(f"{r:19s}" + "".join(f"{cols[c].get(r, 0):>11.4g}" for c in cols))
+    print("loops (SASS addresses, inclusive): " + "; ".join(spans))
+    ex, red = cols["exact"]["total"], cols["exact:red"]["total"]
+    print(f"exact: reduction = {red} of {ex} ({red / ex:.0%}); "
+          f"issue-bound limit if it cost nothing: {ex / (ex - red):.2f}x")
+    for tag in ("tf32", "fp32"):
+        g = cols[f"{tag} /pair"]["total"]
+        print(f"gemm_{tag}: {g:.1f} per pair (groups of 16 full); issue-bound speed-up {ex / g:.2f}x")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
