@@ -18,15 +18,39 @@ NVCC = "/usr/local/cuda-13.0/bin/nvcc"
 NVDISASM = "/work/venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/nvdisasm"
 FLAGS = ["-O3", "--use_fast_math", "-lineinfo", "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17"]
 
-# Anchors: lines of the kernel's own .cu. Line info is too coarse to cut a loop by (ptxas tags loop
-# control and hoisted values with the lines around them), so we take the innermost loop (a backward
-# BRA) that holds most of the anchor's instructions, and count that loop's whole address range.
-EXACT_PAIR = range(33, 61)    # backward.cu 33-60: body of `for j` (one Gaussian, the warp's pixels)
-GEMM_PAIR = range(111, 124)   # backward_gemm.cu 111-123: body of `for g` (ptxas unrolls it 2x)
-GEMM_GROUP = range(126, 173)  # backward_gemm.cu 126-172: the `for j0` loop (mma, chain rule, atomics)
-# What the GEMM form removes from the exact loop: per-pair products feeding the sums (39 weight*dC,
-# 43-48 the mean/conic/opacity terms), the 9 warp sums (52) and lane 0's address math + atomics (53-59).
-REDUCTION_SPANS = [(39, 39), (43, 48), (52, 59)]
+# Anchors: lines of the kernel's own .cu, found from its text (so that edits above them do not
+# move them). Line info is too coarse to cut a loop by (ptxas tags loop control and hoisted values
+# with the lines around them), so we take the innermost loop (a backward BRA) that holds most of
+# the anchor's instructions, and count that loop's whole address range.
+def source(name: str) -> list[str]:
+    return (ROOT / "csrc" / name).read_text().splitlines()
+
+
+def find(lines, text: str, after: int = 0) -> int:
+    """1-based number of the first line from `after` on that contains `text`."""
+    return next(n for n, line in enumerate(lines, 1) if n >= after and text in line)
+
+
+def body(lines, text: str) -> range:
+    """The lines inside the braces of the block whose first line contains `text`."""
+    first, depth = find(lines, text), 0
+    for n in range(first, len(lines) + 1):
+        depth += lines[n - 1].count("{") - lines[n - 1].count("}")
+        if depth == 0:
+            return range(first + 1, n)
+    raise ValueError(f"unbalanced braces after {text!r}")
+
+
+EXACT, GEMM = source("backward.cu"), source("backward_gemm.cu")
+EXACT_PAIR = body(EXACT, "for (int j = 0; j < count; ++j)")  # one Gaussian, the warp's pixels
+GEMM_PAIR = body(GEMM, "for (int g = 0; g < GROUP; ++g)")    # one pair (ptxas unrolls it 2x)
+_group = body(GEMM, "for (int j0 = 0;")                        # 16 Gaussians: mma, chain rule, atomics
+GEMM_GROUP = range(find(GEMM, "if (mask == 0) continue;", _group.start) + 1, _group.stop)
+# What the GEMM form removes from the exact loop: the per-pair products feeding the sums (the
+# colour weight, the mean/conic/opacity terms), the 9 warp sums and lane 0's addresses + atomics.
+REDUCTION_SPANS = [(find(EXACT, "g[6 + ch] = weight"),) * 2,
+                   (find(EXACT, "g[5] = "), find(EXACT, "g[4] = ")),
+                   (find(EXACT, "warp_sum(g[v])"), find(EXACT, "atomicAdd(&args.grad_colors"))]
 EXACT_REDUCTION = {n for a, b in REDUCTION_SPANS for n in range(a, b + 1)}
 
 CLASSES = [  # (row, SASS opcodes); the rest is integer / move / uniform datapath
