@@ -1,7 +1,7 @@
 """Where a training step's time goes on a GPU: more steps of a finished run, free-running and
 under torch.profiler.
 
-    python tools/profile_step.py <run dir> [--steps 100] [--top 20] [--set key=value ...]
+    python tools/profile_step.py <run dir> [--steps 100] [--top 20] [--set key=value ...] [--stack]
 
 Loads the run's config and newest checkpoint (as resume=auto), then trains on from there:
 past densification, so the model size is fixed. Prints the free-running wall ms per step
@@ -46,6 +46,8 @@ def main(argv=None):
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override the run's config, e.g. rasterizer.backward=gemm_fp32")
+    p.add_argument("--stack", action="store_true",
+                   help="also print the CPU table by Python call site: which line issues each small op")
     a = p.parse_args(argv)
     for item in a.set:
         if "=" not in item:
@@ -57,7 +59,10 @@ def main(argv=None):
     timer = PhaseTimer(run.device)
     steps(run, 20, timer)  # warm-up: allocator, caches, pair budget
     wall = steps(run, a.steps, timer) / a.steps * 1e3
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    # verbose: without it this torch records no Python frames for the stack table
+    stack = {"with_stack": True, "experimental_config": torch._C._profiler._ExperimentalConfig(verbose=True)} \
+        if a.stack else {}
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], **stack) as prof:
         steps(run, 20, timer)
     # kernels only: an autograd Function's row also counts the kernels it launched as its own
     kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
@@ -65,6 +70,8 @@ def main(argv=None):
     print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=a.top))
     # and where the CPU's time goes: when it sets the pace, these rows are the step's cost
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=a.top))
+    if a.stack:
+        print(prof.key_averages(group_by_stack_n=4).table(sort_by="self_cpu_time_total", row_limit=3 * a.top))
     launches = sum(1 for e in prof.events() if e.name in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel",
                                                            "cudaMemsetAsync", "cudaMemcpyAsync"))
     print(f"launches, memsets and copies per step: {launches / 20:.1f}")
