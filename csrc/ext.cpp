@@ -145,7 +145,8 @@ int num_bases(const torch::Tensor& sh, const std::optional<torch::Tensor>& sh_re
 }  // namespace
 
 // sh_rest: optional, see params(). means2d: an [N,2] buffer the projected means are written into
-// (the caller's gradient holder). capacity: 0 reads the pair count back (a host sync); > 0 sizes the pair buffers instead (no sync).
+// (the caller's gradient holder). capacity: 0 reads the pair count back (a host sync); > 0 sizes
+// the pair buffers instead (no sync).
 // hit_counts: an optional [N] int32 the vanilla blend adds each Gaussian's contributed pixels to.
 std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
     torch::Tensor means, torch::Tensor log_scales, torch::Tensor quats, torch::Tensor opacity_logits,

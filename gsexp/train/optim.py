@@ -47,9 +47,10 @@ def fused_adam_step(optimizers: dict[str, torch.optim.Adam], visible: torch.Tens
     """
     stepped = [(opt, group, p) for opt in optimizers.values() for group in opt.param_groups
                for p in group["params"] if p.grad is not None]
+    new = {id(p): p for _, _, p in stepped if not _known(p)}  # first steps, or replaced by surgery
     for _, group, p in stepped:  # everything checked before any counter moves
         _check_group(group)
-        if not _known(p):
+        if id(p) in new:
             _check_tensor(group, p)
         if visible is not None and (p.dim() == 0 or p.shape[0] != visible.shape[0]):
             raise ValueError(f"fused_adam_step: group {group.get('name', '?')!r} has shape {tuple(p.shape)}, "
@@ -57,8 +58,8 @@ def fused_adam_step(optimizers: dict[str, torch.optim.Adam], visible: torch.Tens
     by_device: dict[torch.device, list[_Entry]] = {}
     for opt, group, p in stepped:
         by_device.setdefault(p.device, []).append(_entry(opt, group, p))
-        if not _known(p):
-            _CHECKED[id(p)] = weakref.ref(p, lambda _, key=id(p): _CHECKED.pop(key, None))
+    for key, p in new.items():  # _entry gave them Adam state
+        _CHECKED[key] = weakref.ref(p, lambda _, key=key: _CHECKED.pop(key, None))
     for device, entries in by_device.items():
         mask = None if visible is None else visible.to(device=device, dtype=torch.bool).contiguous()
         if device.type == "cuda":

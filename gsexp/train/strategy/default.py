@@ -130,4 +130,3 @@ def _fused_stats(grad: torch.Tensor, radii: torch.Tensor, half_w: float, half_h:
 
     load().densify_stats(grad, radii, half_w, half_h, state["grad2d"], state["count"], state["max_radii"])
     return True
-
