@@ -110,6 +110,10 @@ def mix(instrs) -> collections.Counter:
 
 
 def main():
+    missing = [tool for tool in (NVCC, NVDISASM) if not Path(tool).exists()]
+    if missing:
+        sys.exit(f"sass_mix.py: {', '.join(missing)} not found; set NVCC / NVDISASM at the top of this file "
+                 "to a CUDA 12+ nvcc and its nvdisasm")
     cols, spans = {}, []  # column -> Counter of classes
     (code, labels), = disassemble("backward.cu").values()
     lo, hi = loop_of(code, labels, EXACT_PAIR)
