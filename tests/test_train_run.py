@@ -112,12 +112,11 @@ def test_multirun_two_values_and_a_failing_job(tmp_path):
     (["iteraions=5"], "iteraions"),
 ])
 def test_bad_config_fails_fast(tmp_path, args, needle):
-    start = time.perf_counter()
     proc = run_train([*args, "logger=none"], tmp_path, check=False)
     assert proc.returncode != 0
-    assert needle in proc.stdout + proc.stderr
-    assert time.perf_counter() - start < 60
-    assert not list(tmp_path.rglob("*.pt"))
+    assert needle in proc.stdout + proc.stderr and "Traceback" not in proc.stdout + proc.stderr
+    # Before any training: no step logged, no checkpoint.
+    assert not list(tmp_path.rglob("metrics.jsonl")) and not list(tmp_path.rglob("*.pt"))
 
 
 def test_kill_and_resume_matches_an_uninterrupted_run(tmp_path):
