@@ -30,8 +30,12 @@ def summary(values) -> dict:
 
 def bench_one(r, cameras, warmup: int, frames: int, device, samples=None) -> dict:
     """Time r on every camera; `samples` (the dict an earlier round returned) gathers rounds."""
-    samples = samples or {"e2e": [], "stages": defaultdict(list), "images": []}
+    samples = samples or {"e2e": [], "stages": defaultdict(list), "images": [], "mem": 0}
     e2e, stages, images = samples["e2e"], samples["stages"], []
+    if device.type == "cuda":  # the memory a frame takes beyond what is held before it
+        torch.cuda.synchronize(device)
+        held = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
     for cam in cameras:
         for _ in range(warmup):
             r.render(cam, False)
@@ -48,6 +52,8 @@ def bench_one(r, cameras, warmup: int, frames: int, device, samples=None) -> dic
                     stages[name].append(v)
         images.append(image.float().cpu())
     samples["images"] = images
+    if device.type == "cuda":
+        samples["mem"] = max(samples["mem"], torch.cuda.max_memory_allocated(device) - held)
     return samples
 
 
@@ -60,5 +66,6 @@ def bench_all(rasterizers, cameras, warmup: int, frames: int, device, rounds: in
             samples[i] = bench_one(r, cameras, warmup, frames, device, samples[i])
     return [{"name": r.name, "settings": r.settings, "images": s["images"], "frames": len(s["e2e"]),
              "stages": {k: summary(v) for k, v in s["stages"].items()}, "e2e": summary(s["e2e"]),
-             "pairs": float(np.mean(r.pairs)) if r.pairs else None}
+             "pairs": float(np.mean(r.pairs)) if r.pairs else None,
+             "frame_mem_mib": s["mem"] / 2**20 if device.type == "cuda" else None}
             for r, s in zip(rasterizers, samples)]

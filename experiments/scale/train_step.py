@@ -1,0 +1,157 @@
+"""A training step's time and peak memory on a fixed model: gsexp's own step, or the peer's.
+
+    python experiments/scale/train_step.py --ply lego_3M.ply --trainer gsexp|gsplat --out step.json \
+        [--data-path <lego>] [--steps 100] [--warmup 20] [--set key=value ...]
+
+Both take the model from the PLY and train on lego's views from step 20,000 of 30,000 (after
+densification, SH degree 3), so only the step's own cost is measured:
+- gsexp: `train_step` of the trainer as `experiment=lego_fast` configures it (fused loss and
+  Adam, tc_gs + accutile); `--set` overrides the config, e.g. `--set rasterizer=vanilla`.
+- gsplat: the step of ../shared/tools/peer_train_gsplat.py at that point of its run:
+  gsplat 1.5.3 `rasterization` (packed=False), 0.8 L1 + 0.2 (1 - SSIM) with gsexp.metrics.ssim,
+  its DefaultStrategy's hooks, one torch Adam per group.
+Prints and writes: the median step time (CUDA events around each step), the free-running wall
+time per step, and the peak memory allocated (model, optimizer state and the step's buffers).
+Run one trainer per process: the peak is then that trainer's alone."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+START, ITERATIONS = 20_000, 30_000
+
+
+def lego_path(arg: Path | None) -> Path:
+    return arg or Path(os.environ.get("GSEXP_SHARED", REPO.parent / "shared")) / "data/nerf_synthetic/lego"
+
+
+def gsexp_step(a):
+    """(step(i), number of Gaussians) for gsexp's trainer."""
+    import tempfile
+
+    from hydra import compose, initialize_config_dir
+
+    from gsexp.config import force_rasterizer_switches, validate
+    from gsexp.train.phases import PhaseTimer
+    from gsexp.train.recipe import train_step
+    from gsexp.train.setup import setup
+
+    overrides = ["experiment=lego_fast", f"data.path={lego_path(a.data_path)}", "model.init=ply",
+                 f"model.ply={a.ply}", "logger=none", f"iterations={ITERATIONS}", *a.set]
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = validate(compose("train", overrides=force_rasterizer_switches(overrides)))
+    run = setup(cfg, Path(tempfile.mkdtemp(prefix="gsexp_step_")))
+    timer = PhaseTimer(run.device)
+    return lambda i: train_step(run, START + i, timer), len(run.params["means"]), run.device
+
+
+def gsplat_step(a):
+    """(step(i), number of Gaussians) for the peer trainer's step at the same point of its run."""
+    import gsplat
+    from gsplat.strategy import DefaultStrategy
+
+    from gsexp.gaussians import load_ply
+    from gsexp.metrics import ssim
+    from gsexp.scene import load_scene
+
+    dev = torch.device("cuda")
+    scene = load_scene("blender", lego_path(a.data_path), background=(1.0, 1.0, 1.0))
+    g = load_ply(a.ply).with_sh_degree(3)
+    params = torch.nn.ParameterDict({k: torch.nn.Parameter(v.to(dev).contiguous()) for k, v in {
+        "means": g.means, "scales": g.log_scales, "quats": g.quats, "opacities": g.opacity_logits,
+        "sh0": g.sh[:, :1], "shN": g.sh[:, 1:]}.items()})
+    ext = scene.extent
+    lrs = {"means": 1.6e-4 * ext, "scales": 5e-3, "quats": 1e-3, "opacities": 0.025, "sh0": 2.5e-3, "shN": 2.5e-3 / 20}
+    optimizers = {k: torch.optim.Adam([{"params": params[k], "lr": lr, "name": k}], eps=1e-15) for k, lr in lrs.items()}
+    strategy = DefaultStrategy()
+    state = strategy.initialize_state(scene_scale=ext)
+    images = [im.to(dev) for im in scene.train_images]
+    bg = torch.tensor(scene.background, device=dev)
+    cams = []
+    for c in scene.train_cameras:
+        K = torch.tensor([[c.fx, 0, c.cx], [0, c.fy, c.cy], [0, 0, 1]], device=dev, dtype=torch.float32)
+        cams.append((c.world_to_camera.to(dev).float()[None], K[None], c.width, c.height))
+    order = []
+
+    def step(i):
+        if not order:
+            order.extend(torch.randperm(len(images)).tolist())
+        v, t = order.pop(), (START + i) / ITERATIONS
+        optimizers["means"].param_groups[0]["lr"] = ext * 1.6e-4 ** (1 - t) * 1.6e-6 ** t
+        vm, K, w, h = cams[v]
+        colors, alphas, info = gsplat.rasterization(
+            params["means"], params["quats"], torch.exp(params["scales"]), torch.sigmoid(params["opacities"]),
+            torch.cat([params["sh0"], params["shN"]], 1), vm, K, w, h, sh_degree=3, near_plane=0.01, packed=False)
+        img = (colors[0] + (1 - alphas[0]) * bg).permute(2, 0, 1)
+        loss = 0.8 * (img - images[v]).abs().mean() + 0.2 * (1 - ssim(img, images[v]))
+        strategy.step_pre_backward(params, optimizers, state, START + i, info)
+        loss.backward()
+        strategy.step_post_backward(params, optimizers, state, START + i, info, packed=False)
+        for o in optimizers.values():
+            o.step()
+            o.zero_grad(set_to_none=True)
+
+    return step, len(params["means"]), dev
+
+
+def measure(step, device, warmup: int, n: int) -> dict:
+    for i in range(warmup):
+        step(i)
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    events = []
+    t = time.perf_counter()
+    for i in range(warmup, warmup + n):
+        if cuda:
+            events.append((torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
+            events[-1][0].record()
+        step(i)
+        if cuda:
+            events[-1][1].record()
+    if cuda:
+        torch.cuda.synchronize()
+    wall = (time.perf_counter() - t) / n * 1e3
+    per_step = [a.elapsed_time(b) for a, b in events] if cuda else [wall]
+    return {"step_ms_median": statistics.median(per_step), "wall_ms_per_step": wall, "steps": n,
+            "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ply", type=Path, required=True)
+    p.add_argument("--trainer", choices=("gsexp", "gsplat"), required=True)
+    p.add_argument("--data-path", type=Path, help="lego (default: $GSEXP_SHARED/data/nerf_synthetic/lego)")
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="gsexp config override")
+    p.add_argument("--out", type=Path)
+    a = p.parse_args(argv)
+    if not a.ply.is_file():
+        p.error(f"--ply {a.ply}: no such file")
+    if a.steps < 1 or a.warmup < 1:
+        p.error("--steps and --warmup must be >= 1 (the warm-up sizes the pair buffers)")
+    if a.set and a.trainer != "gsexp":
+        p.error("--set overrides gsexp's config; the peer has none")
+    step, n, device = (gsexp_step if a.trainer == "gsexp" else gsplat_step)(a)
+    result = {"trainer": a.trainer, "ply": str(a.ply), "num_gaussians": n, "set": a.set,
+              "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+              **measure(step, device, a.warmup, a.steps)}
+    print(json.dumps(result))
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
