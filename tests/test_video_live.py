@@ -9,6 +9,7 @@ import torch
 import yaml
 from PIL import Image
 
+from conftest import REPO
 from gsexp.gaussians import save_ply
 from gsexp.scene import load_scene
 from gsexp.scene.synthetic import ground_truth
@@ -163,3 +164,22 @@ def test_training_with_the_viewer_enabled(tmp_path):
     summary = train(cfg, tmp_path, Logger(), [])
     assert summary["status"] == "ok" and (tmp_path / "renders" / "test_000_compare.png").is_file()
     assert not [t for t in threading.enumerate() if t.name == "gsexp-viewer"]  # the viewer closed
+
+
+def test_overhead_script_alternates_blocks_with_the_viewer_off_and_on(tmp_path):
+    """experiments/viewer/overhead.py on a tiny finished run: each block trains on from the
+    checkpoint, the 'on' blocks with a live server that is closed afterwards."""
+    import importlib.util
+
+    from test_train_run import TINY, run_train
+
+    run_train([*TINY, "iterations=12", "checkpoint_every=6", "eval_every=0", "logger=none",
+               f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    spec = importlib.util.spec_from_file_location("overhead", REPO / "experiments/viewer/overhead.py")
+    overhead = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(overhead)
+    result = overhead.main([str(tmp_path / "run"), "--steps", "3", "--rounds", "2", "--json", str(tmp_path / "o.json")])
+    assert len(result["ms_per_step"]["off"]) == len(result["ms_per_step"]["on"]) == 2
+    assert min(result["ms_per_step"]["off"] + result["ms_per_step"]["on"]) > 0
+    assert not [t for t in threading.enumerate() if t.name == "gsexp-viewer"]  # every server closed
+    assert (tmp_path / "o.json").is_file()

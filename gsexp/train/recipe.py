@@ -40,17 +40,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
     progress = Progress(cfg.iterations, run.start)  # a bar on a terminal, else plain lines (and train.log)
     timer = PhaseTimer(run.device)
     for step in range(run.start, cfg.iterations):
-        step_start = time.perf_counter()
-        log = step % max(cfg.log_every, 1) == 0 or step == cfg.iterations - 1
-        timer.begin(log)
-        out, loss, target = train_step(run, step, timer)
-        timer.end()
-        if log:
-            progress.update(step + 1, **log_step(run, logger, step, out, loss, target,
-                                                 time.perf_counter() - step_start, timer.read()))
-        else:
-            progress.update(step + 1)
-        viewer.step(step + 1)  # without a browser connected: one look at the client list
+        progress.update(step + 1, **loop_step(run, step, timer, logger, viewer))
         done = step + 1
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.iterations:
             evaluate(gaussians(run), run.scene, run.settings, run.device, logger, done, lpips_net=lpips_net)
@@ -67,6 +57,19 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
                "pair_overflows": run.pairs.overflows}
     return {**finish(run, run_dir, logger, lpips_net, train_seconds), **trained, "attempts": run.attempts, "error": None,
             "overrides": list(overrides), "status": "ok"}
+
+
+def loop_step(run: Run, step: int, timer: PhaseTimer, logger, viewer) -> dict:
+    """The loop's work for one step, less evaluation and checkpoints: the step, its log on log
+    steps (then returns what the progress line shows, else {}), the live viewer's turn."""
+    step_start = time.perf_counter()
+    log = step % max(run.cfg.log_every, 1) == 0 or step == run.cfg.iterations - 1
+    timer.begin(log)
+    out, loss, target = train_step(run, step, timer)
+    timer.end()
+    shown = log_step(run, logger, step, out, loss, target, time.perf_counter() - step_start, timer.read()) if log else {}
+    viewer.step(step + 1)  # without a browser connected: one look at the client list
+    return shown
 
 
 def gaussians(run: Run):
