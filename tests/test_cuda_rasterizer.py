@@ -179,3 +179,28 @@ def test_training_params_render_without_concatenating_sh(degree):
     pairs += [(params["sh0"].grad, joined.sh.grad[:, :1]), (params["shN"].grad, joined.sh.grad[:, 1:])]
     for a, b in pairs:  # equal up to the atomics' summation order (shN is empty at degree 0)
         assert a.shape == b.shape and (b.numel() == 0 or torch.allclose(a, b, rtol=1e-4, atol=1e-7 * b.abs().max().item()))
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2])
+def test_gradients_at_a_lower_sh_degree_than_stored(degree):
+    """Early in training the model stores degree 3 and renders fewer bands: the bands in use get
+    the reference's gradients and the rest exactly zero, through the split parameters."""
+    from gsexp.gaussians.params import make_params, to_gaussians
+
+    g, cam = cuda_scene(1, 3000, 200, 150, 3)
+    weights = torch.rand(3, cam.height, cam.width, device="cuda", generator=torch.Generator("cuda").manual_seed(2))
+    params = make_params(g)
+    out = render(to_gaussians(params, 3), cam, make_settings("vanilla"), background=BACKGROUND, sh_degree=degree)
+    ref_g = g.map(lambda t: t.detach().clone().requires_grad_())
+    ref = render(ref_g, cam, make_settings("torch"), background=BACKGROUND, sh_degree=degree)
+    with torch.no_grad():
+        same = (out.image - ref.image).abs().amax(0) <= 1e-4  # threshold flips by rounding: no weight
+    assert same.float().mean() > 0.999
+    (out.image * weights * same).sum().backward()
+    (ref.image * weights * same).sum().backward()
+    sh_grad = torch.cat([params["sh0"].grad, params["shN"].grad], 1)
+    used = (degree + 1) ** 2
+    assert torch.count_nonzero(sh_grad[:, used:]) == 0
+    pairs = [(params[k].grad, getattr(ref_g, k).grad) for k in ("means", "log_scales", "quats", "opacity_logits")]
+    for ours, theirs in pairs + [(sh_grad[:, :used], ref_g.sh.grad[:, :used])]:
+        assert (ours - theirs).norm() <= 1e-3 * theirs.norm()
