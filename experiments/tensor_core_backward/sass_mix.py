@@ -50,7 +50,7 @@ GEMM_GROUP = range(find(GEMM, "if (mask == 0) continue;", _group.start) + 1, _gr
 # colour weight, the mean/conic/opacity terms), the 9 warp sums and lane 0's addresses + atomics.
 REDUCTION_SPANS = [(find(EXACT, "g[6 + ch] = weight"),) * 2,
                    (find(EXACT, "g[5] = "), find(EXACT, "g[4] = ")),
-                   (find(EXACT, "warp_sum(g[v])"), find(EXACT, "atomicAdd(&args.grad_colors"))]
+                   (find(EXACT, "if (!__any_sync(") + 1, find(EXACT, "atomicAdd(&args.grad_colors"))]
 EXACT_REDUCTION = {n for a, b in REDUCTION_SPANS for n in range(a, b + 1)}
 
 CLASSES = [  # (row, SASS opcodes); the rest is integer / move / uniform datapath
