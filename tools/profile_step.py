@@ -16,13 +16,12 @@ import time
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from gsexp.train.phases import PhaseTimer
 from gsexp.train.recipe import train_step
-from gsexp.train.setup import setup
+from gsexp.train.setup import resume_run
 
 
 def steps(run, n: int, timer: PhaseTimer) -> float:
@@ -52,10 +51,10 @@ def main(argv=None):
     for item in a.set:
         if "=" not in item:
             p.error(f"--set {item!r}: expected KEY=VALUE, e.g. rasterizer.backward=gemm_fp32")
-    cfg = OmegaConf.load(a.run_dir / ".hydra" / "config.yaml")
-    cfg.resume = "auto"
-    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(a.set))  # typed as on the command line
-    run = setup(cfg, a.run_dir)
+    try:
+        run = resume_run(a.run_dir, a.set)
+    except FileNotFoundError as e:
+        p.error(str(e))
     timer = PhaseTimer(run.device)
     steps(run, 20, timer)  # warm-up: allocator, caches, pair budget
     wall = steps(run, a.steps, timer) / a.steps * 1e3

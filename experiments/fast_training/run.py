@@ -86,12 +86,10 @@ def main(argv=None):
         p.error(f"--configs: unknown {', '.join(unknown)}; known: {', '.join(CONFIGS)}")
     a.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    runs = [(name, lambda name=name: train(name, CONFIGS[name], a.data, a.iterations, a.out, a.set))
-            for name in a.configs.split(",")]
-    if a.peer:
-        runs.append(("peer", lambda: peer(a.peer, a.data, a.iterations, a.out)))
-    for _, run in runs:  # results.json after every run: a session cut short keeps what finished
-        rows.append(run())
+    for name in a.configs.split(",") + (["peer"] if a.peer else []):
+        rows.append(peer(a.peer, a.data, a.iterations, a.out) if name == "peer"
+                    else train(name, CONFIGS[name], a.data, a.iterations, a.out, a.set))
+        # results.json after every run: a session cut short keeps what finished
         stamp = time.strftime("%Y-%m-%d %H:%M")
         (a.out / "results.json").write_text(json.dumps({"when": stamp, "iterations": a.iterations, "rows": rows},
                                                        indent=1))

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from gsexp.scene.images import split_every
+
 
 def box_colours(image: np.ndarray, xy: np.ndarray, radius: int = 2) -> np.ndarray:
     """[K, 3] mean colour of the (2r+1)^2 box around each keypoint (COLMAP: pixel centres at +0.5)."""
@@ -66,6 +68,7 @@ def main(argv=None) -> int:
         p.error(f"{a.scene}: expected images/ and sparse/0 (a COLMAP scene)")
     result = gains(a.scene)
     names = sorted(result)
+    _, test = split_every(len(names), a.test_every)  # the loader's split of the sorted names
     print("photo      split  points  gain R  gain G  gain B  luma gain  PSNR ceiling")
     lumas = []
     for i, name in enumerate(names):
@@ -74,7 +77,7 @@ def main(argv=None) -> int:
         lumas.append(luma)
         err = float(np.sqrt((((g - 1) * r) ** 2).mean()))
         ceiling = "inf" if err == 0 else f"{-20 * math.log10(err):.1f} dB"
-        split = "test" if i % a.test_every == 0 else "train"
+        split = "test" if i in test else "train"
         print(f"{name:10} {split:5} {n:7d}  {g[0]:.3f}   {g[1]:.3f}   {g[2]:.3f}   {luma:.3f}      {ceiling}")
     lumas = np.array(lumas)
     print(f"luma gain over {len(names)} photos: median {np.nanmedian(lumas):.3f}, "

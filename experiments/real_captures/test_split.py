@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gsexp.scene.images import split_every
+
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -27,7 +29,7 @@ def main(argv=None) -> int:
     rec = pycolmap.Reconstruction(str(a.scene / "sparse/0"))
     name_of = {im.image_id: im.name for im in rec.images.values()}
     names = sorted(name_of.values())
-    test = set(names[::a.test_every])
+    test = {names[i] for i in split_every(len(names), a.test_every)[1]}  # the loader's split
     centre = {im.name: im.projection_center() for im in rec.images.values()}
     spacing = np.median([np.linalg.norm(centre[b] - centre[a_]) for a_, b in zip(names, names[1:])])
     train = [n for n in names if n not in test]

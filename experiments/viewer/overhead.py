@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 from gsexp.track.base import Logger
 from gsexp.train.phases import PhaseTimer
 from gsexp.train.recipe import gaussians, loop_step
-from gsexp.train.setup import setup
+from gsexp.train.setup import resume_run
 from gsexp.view.live import live_viewer
 
 
@@ -53,11 +53,10 @@ def main(argv=None) -> dict:
     a = p.parse_args(argv)
     if a.steps < 1 or a.rounds < 1:
         p.error("--steps and --rounds must be >= 1")
-    if not (a.run_dir / ".hydra" / "config.yaml").is_file():
-        p.error(f"{a.run_dir}: not a run directory (no .hydra/config.yaml)")
-    cfg = OmegaConf.load(a.run_dir / ".hydra" / "config.yaml")
-    cfg.resume = "auto"
-    run = setup(cfg, a.run_dir)
+    try:
+        run = resume_run(a.run_dir)
+    except FileNotFoundError as e:
+        p.error(str(e))
     step = run.start
     block(run, step, min(a.steps, 50), False)  # warm-up: allocator, caches, pair budget
     step += min(a.steps, 50)

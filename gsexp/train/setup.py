@@ -66,6 +66,18 @@ def setup(cfg: DictConfig, run_dir: Path) -> Run:
     return run
 
 
+def resume_run(run_dir: Path, overrides: list[str] = ()) -> Run:
+    """A finished or running run set up again from its config and newest checkpoint (as
+    resume=auto), with `overrides` (KEY=VALUE, typed as on the command line): for tools that
+    train on from a run, e.g. past densification where the model size is fixed."""
+    config = Path(run_dir) / ".hydra" / "config.yaml"
+    if not config.is_file():
+        raise FileNotFoundError(f"{run_dir}: not a run directory (no .hydra/config.yaml)")
+    cfg = OmegaConf.load(config)
+    cfg.resume = "auto"
+    return setup(OmegaConf.merge(cfg, OmegaConf.from_dotlist(list(overrides))), Path(run_dir))
+
+
 def pick_device(name: str, settings: RasterSettings | None = None) -> torch.device:
     """The device `name` (auto: a GPU when there is one); settings: the rasterizer it must run."""
     if name == "auto":
