@@ -1,6 +1,7 @@
 // The exact fp32 backward of the blend, shared by every blend variant: each pixel walks its
 // tile's list back to front from its last contributor (backward.cuh). A warp handles one
-// Gaussian at a time, so its gradient is summed across the warp before one atomic add per value.
+// Gaussian at a time, so its gradient is summed across the warp (a reduce-scatter: 8 lanes
+// end with one value each) before one atomic add per value.
 #include "backward.cuh"
 
 namespace {
@@ -8,8 +9,48 @@ namespace {
 constexpr int NUM_GRADS = 9;  // means2d (2), conic (3), opacity, colour (3)
 
 __device__ inline float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
+}
+
+// One reduce-scatter step over lane bit `H` (16, 8, 4): of the lane pair (l, l ^ H), the lane
+// with the bit clear keeps the first half of its values and the other lane the second half;
+// each adds its partner's copy of the half it keeps. N shuffles sum 2N values over the pair.
+template <int N>
+__device__ inline void halve(float (&v)[2 * N], int lane, int H) {
+  const bool upper = lane & H;
+  for (int k = 0; k < N; ++k) {
+    const float send = upper ? v[k] : v[N + k];
+    const float keep = upper ? v[N + k] : v[k];
+    v[k] = keep + __shfl_xor_sync(0xffffffffu, send, H);
+  }
+}
+
+// Sums 8 values over the warp in 9 shuffles (40 as 8 butterflies): after three halvings lane l
+// holds value l >> 2 summed over the 8 lanes that share its low two bits; two more shuffles
+// add those 4 groups, so every lane l ends with the warp's total of value l >> 2.
+__device__ inline float warp_sum8(float (&v)[8], int lane) {
+  halve<4>(v, lane, 16);
+  halve<2>(reinterpret_cast<float(&)[4]>(v), lane, 8);
+  halve<1>(reinterpret_cast<float(&)[2]>(v), lane, 4);
+  float s = v[0];
+  s += __shfl_xor_sync(0xffffffffu, s, 2);
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  return s;
+}
+
+// Where value k of a Gaussian's gradient goes: means2d (2), conic (3), opacity, colour (3), as
+// base + stride * id; found once per thread, so the loop's atomics need no branch.
+struct Slot {
+  float* base;
+  int stride;
+};
+
+__device__ inline Slot grad_slot(const BlendBackwardArgs& args, int k) {
+  if (k < 2) return {args.grad_means2d + k, 2};
+  if (k < 5) return {args.grad_conic + (k - 2), 3};
+  if (k == 5) return {args.grad_opacity, 1};
+  return {args.grad_colors + (k - 6), 3};
 }
 
 __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackwardArgs args) {
@@ -23,6 +64,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
   const int end = range.x + block_max_last(p.last, s_max_last);
   Walk w{p.T_final};
   const int lane = threadIdx.x % 32;
+  const Slot slot = grad_slot(args, lane >> 2);
 
   for (int top = end; top > range.x; top -= BLOCK_PIXELS) {
     __syncthreads();
@@ -49,15 +91,11 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
         }
       }
       if (!__any_sync(0xffffffffu, contributes)) continue;
-      for (int v = 0; v < NUM_GRADS; ++v) g[v] = warp_sum(g[v]);
-      if (lane == 0) {
-        int id = s.id[j];
-        atomicAdd(&args.grad_means2d[2 * id], g[0]);
-        atomicAdd(&args.grad_means2d[2 * id + 1], g[1]);
-        for (int v = 0; v < 3; ++v) atomicAdd(&args.grad_conic[3 * id + v], g[2 + v]);
-        atomicAdd(&args.grad_opacity[id], g[5]);
-        for (int v = 0; v < 3; ++v) atomicAdd(&args.grad_colors[3 * id + v], g[6 + v]);
-      }
+      const float blue = warp_sum(g[8]);
+      const float sum = warp_sum8(reinterpret_cast<float(&)[8]>(g), lane);
+      const int id = s.id[j];
+      if ((lane & 3) == 0) atomicAdd(slot.base + slot.stride * id, sum);
+      if (lane == 0) atomicAdd(&args.grad_colors[3 * id + 2], blue);
     }
   }
 }

@@ -1,6 +1,7 @@
 // Stages 2 and 3: one key per (Gaussian, tile) pair, a radix sort over only the key bits in
 // use, and each tile's range in the sorted list.
 #include <cub/cub.cuh>
+#include <cuda/std/functional>
 
 #include "common.cuh"
 #include "intersect.cuh"
@@ -53,7 +54,52 @@ __global__ void tile_ranges_kernel(int num_pairs, int num_tiles, const uint64_t*
   if (i == num_pairs - 1 && tile < num_tiles) ranges[tile].y = num_pairs;
 }
 
+// A tile's bucket in the heavy-first order: the bit length of its list length and the two bits
+// below the top one, so lengths within a quarter octave share a bucket (0: empty).
+constexpr int ORDER_BUCKETS = 4 * 33;
+
+__device__ inline int order_bucket(int2 range) {
+  const int len = range.y - range.x;
+  const int bits = 32 - __clz(len);
+  if (bits <= 2) return bits;
+  return 4 * (bits - 2) + ((len >> (bits - 3)) & 3);
+}
+
+// Tiles longest list first, as one block: a counting sort on the buckets above (order within a
+// bucket is arbitrary; the scheduling only needs the rough order).
+__global__ void tile_order_kernel(int num_tiles, const int2* __restrict__ ranges, int* order) {
+  __shared__ int slot[ORDER_BUCKETS];
+  for (int b = threadIdx.x; b < ORDER_BUCKETS; b += blockDim.x) slot[b] = 0;
+  __syncthreads();
+  for (int t = threadIdx.x; t < num_tiles; t += blockDim.x) atomicAdd(&slot[order_bucket(ranges[t])], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {  // first position of each bucket, largest bucket first
+    int next = 0;
+    for (int b = ORDER_BUCKETS - 1; b >= 0; --b) {
+      const int count = slot[b];
+      slot[b] = next;
+      next += count;
+    }
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < num_tiles; t += blockDim.x) order[atomicAdd(&slot[order_bucket(ranges[t])], 1)] = t;
+}
+
 }  // namespace
+
+size_t scan_temp_bytes(int n) {
+  size_t bytes = 0;
+  cub::DeviceScan::InclusiveScanInit(nullptr, bytes, (const int*)nullptr, (int64_t*)nullptr,
+                                     cuda::std::plus<int64_t>{}, (int64_t)0, n);
+  return bytes;
+}
+
+// Summed in 64 bits (the init value's type), so a count past 2^31 is seen, not wrapped.
+void pair_offsets(void* temp, size_t temp_bytes, const int* touched, int64_t* offsets, int n,
+                  cudaStream_t stream) {
+  cub::DeviceScan::InclusiveScanInit(temp, temp_bytes, touched, offsets, cuda::std::plus<int64_t>{},
+                                     (int64_t)0, n, stream);
+}
 
 void launch_duplicate(int n, const float* means2d, const float* conic_opacity, const int* radii,
                       const float* depths, const int64_t* offsets, const Camera& cam, int intersect,
@@ -83,4 +129,9 @@ void launch_tile_ranges(int num_pairs, int num_tiles, const uint64_t* sorted_key
   if (num_pairs == 0) return;
   tile_ranges_kernel<<<(num_pairs + 255) / 256, 256, 0, stream>>>(
       num_pairs, num_tiles, sorted_keys, reinterpret_cast<int2*>(ranges));
+}
+
+void launch_tile_order(int num_tiles, const int* ranges, int* order, cudaStream_t stream) {
+  if (num_tiles == 0) return;
+  tile_order_kernel<<<1, 1024, 0, stream>>>(num_tiles, reinterpret_cast<const int2*>(ranges), order);
 }

@@ -106,10 +106,12 @@ void check_options(const RasterOptions& o) {
 // Blocks take tiles longest list first, so the heavy tiles do not start in the last wave and
 // leave SMs idle at the end of the kernel (longest-processing-time-first scheduling). The
 // forward returns the order and the backward reuses it. Undefined: raster order.
-torch::Tensor tile_order(const torch::Tensor& ranges, bool heavy_first) {
+torch::Tensor tile_order(const torch::Tensor& ranges, bool heavy_first, cudaStream_t stream) {
   if (!heavy_first) return torch::Tensor();
-  auto length = ranges.select(1, 1) - ranges.select(1, 0);
-  return std::get<1>(length.sort(/*stable=*/false, /*dim=*/0, /*descending=*/true)).to(torch::kInt32);
+  auto order = torch::empty({ranges.size(0)}, ranges.options());
+  launch_tile_order((int)ranges.size(0), ranges.data_ptr<int>(), order.data_ptr<int>(), stream);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return order;
 }
 
 const int* data_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr<int>() : nullptr; }
@@ -188,7 +190,14 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("preprocess");
 
-  auto offsets = torch::cumsum(touched, 0, torch::kInt64);
+  auto offsets = torch::empty({n}, f32.dtype(torch::kInt64));
+  if (n > 0) {
+    const size_t scan_bytes = scan_temp_bytes((int)n);
+    auto scan_temp = torch::empty({(int64_t)scan_bytes}, f32.dtype(torch::kUInt8));
+    pair_offsets(scan_temp.data_ptr(), scan_bytes, touched.data_ptr<int>(), offsets.data_ptr<int64_t>(), (int)n,
+                 stream);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
   const int num_tiles = cam.tiles_x * cam.tiles_y;
   const int end_bit = 32 + bit_width(num_tiles);
   // The pair count is read back (the one host sync), unless the caller gives a capacity: then the
@@ -229,7 +238,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   auto image = torch::empty({3, cam.height, cam.width}, f32);
   auto final_T = torch::empty({cam.height, cam.width}, f32);
   auto n_contrib = torch::empty({cam.height, cam.width}, i32);
-  const auto order = tile_order(ranges, options.heavy_first);
+  const auto order = tile_order(ranges, options.heavy_first, stream);
   BlendArgs args{ranges.data_ptr<int>(), data_or_null(order), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
                  conic_opacity.data_ptr<float>(), colors.data_ptr<float>(), background.data_ptr<float>(),
                  cam.width, cam.height, cam.tiles_x, cam.tiles_y,

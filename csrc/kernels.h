@@ -66,6 +66,10 @@ void launch_preprocess_backward(int n, const GaussianParams& g, int degree, cons
                                 GaussianGrads grads, cudaStream_t stream);
 
 // ---- binning.cu -------------------------------------------------------------------------
+// offsets[i] = touched[0] + ... + touched[i], in 64 bits (cub scan).
+size_t scan_temp_bytes(int n);
+void pair_offsets(void* temp, size_t temp_bytes, const int* touched, int64_t* offsets, int n,
+                  cudaStream_t stream);
 // Keys tile << 32 | depth bits, one per (Gaussian, tile) pair, on the tiles preprocess counted;
 // pairs at or past `capacity` (the buffers' size) are dropped.
 void launch_duplicate(int n, const float* means2d, const float* conic_opacity, const int* radii,
@@ -80,6 +84,8 @@ void sort_pairs(void* temp, size_t temp_bytes, const uint64_t* keys_in, uint64_t
 // of tile num_tiles mark unused slots.
 void launch_tile_ranges(int num_pairs, int num_tiles, const uint64_t* sorted_keys, int* ranges,
                         cudaStream_t stream);
+// order [tiles]: the tiles, longest list first (roughly: lengths within a quarter octave tie).
+void launch_tile_order(int num_tiles, const int* ranges, int* order, cudaStream_t stream);
 
 // ---- backward.cu: the exact fp32 backward every blend variant shares ----------------------
 struct BlendBackwardArgs {

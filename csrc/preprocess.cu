@@ -81,11 +81,15 @@ __device__ inline void view_dir(const Camera& cam, const float* p, float* d, flo
   for (int k = 0; k < 3; ++k) d[k] = v[k] / norm;
 }
 
+// Block size of both kernels.
+constexpr int BLOCK = 256;
+
 // Writes every output of every Gaussian (zeros when culled), so the buffers need no memset.
+template <int DEGREE>
 __global__ void preprocess_kernel(int n, const float* __restrict__ means,
                                   const float* __restrict__ log_scales, const float* __restrict__ quats,
                                   const float* __restrict__ opacity_logits, ShView<const float> sh,
-                                  int degree, Camera cam, int intersect, PreprocessOut out) {
+                                  Camera cam, int intersect, PreprocessOut out) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float* p = means + 3 * i;
@@ -118,10 +122,12 @@ __global__ void preprocess_kernel(int n, const float* __restrict__ means,
     float d[3], inv_norm;
     view_dir(cam, p, d, &inv_norm);
     float basis[MAX_SH_BASES];
-    sh_basis(d[0], d[1], d[2], degree, basis);
-    int k_used = (degree + 1) * (degree + 1);
+    sh_basis<DEGREE>(d[0], d[1], d[2], basis);
+    constexpr int k_used = (DEGREE + 1) * (DEGREE + 1);
+#pragma unroll
     for (int ch = 0; ch < 3; ++ch) {
       float acc = 0.f;
+#pragma unroll
       for (int k = 0; k < k_used; ++k) acc += basis[k] * sh.at(i, k, ch);
       rgb[ch] = fmaxf(acc + 0.5f, 0.f);
     }
@@ -139,10 +145,12 @@ __global__ void preprocess_kernel(int n, const float* __restrict__ means,
 
 // Gradients with respect to the raw parameters: log scales, unnormalised quaternions and
 // opacity logits (g_opacity comes in per opacity from the blend backward and leaves per logit).
+// Bands above DEGREE keep the zeros the caller's buffer holds.
+template <int DEGREE>
 __global__ void preprocess_backward_kernel(
     int n, const float* __restrict__ means, const float* __restrict__ log_scales,
     const float* __restrict__ quats, const float* __restrict__ opacity_logits,
-    ShView<const float> sh, int degree, Camera cam, const int* __restrict__ radii,
+    ShView<const float> sh, Camera cam, const int* __restrict__ radii,
     const float* __restrict__ g_means2d, const float* __restrict__ g_conic,
     const float* __restrict__ g_colors, float* g_means, float* g_log_scales, float* g_quats,
     float* g_opacity, ShView<float> g_sh) {
@@ -223,18 +231,22 @@ __global__ void preprocess_backward_kernel(
   float d[3], inv_norm;
   view_dir(cam, p, d, &inv_norm);
   float basis[MAX_SH_BASES], bx[MAX_SH_BASES], by[MAX_SH_BASES], bz[MAX_SH_BASES];
-  sh_basis(d[0], d[1], d[2], degree, basis);
-  sh_basis_grad(d[0], d[1], d[2], degree, bx, by, bz);
-  int k_used = (degree + 1) * (degree + 1);
+  sh_basis<DEGREE>(d[0], d[1], d[2], basis);
+  sh_basis_grad<DEGREE>(d[0], d[1], d[2], bx, by, bz);
+  constexpr int k_used = (DEGREE + 1) * (DEGREE + 1);
   float g[3];
+#pragma unroll
   for (int ch = 0; ch < 3; ++ch) {
     float raw = 0.f;
+#pragma unroll
     for (int k = 0; k < k_used; ++k) raw += basis[k] * sh.at(i, k, ch);
     g[ch] = (raw + 0.5f > 0.f) ? g_colors[3 * i + ch] : 0.f;
   }
   float gd[3] = {0.f, 0.f, 0.f};
+#pragma unroll
   for (int k = 0; k < k_used; ++k) {
     float s = 0.f;
+#pragma unroll
     for (int ch = 0; ch < 3; ++ch) {
       g_sh.at(i, k, ch) = basis[k] * g[ch];
       s += sh.at(i, k, ch) * g[ch];
@@ -249,18 +261,35 @@ __global__ void preprocess_backward_kernel(
 
 }  // namespace
 
+// The degree is 0..3 (rasterize_forward checks it, ext.cpp), one instantiation each.
 void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
                        PreprocessOut out, cudaStream_t stream) {
   if (n == 0) return;
-  preprocess_kernel<<<(n + 255) / 256, 256, 0, stream>>>(n, g.means, g.log_scales, g.quats, g.opacity_logits,
-                                                        g.sh, degree, cam, intersect, out);
+  auto launch = [&](auto kernel) {
+    kernel<<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(n, g.means, g.log_scales, g.quats, g.opacity_logits,
+                                                          g.sh, cam, intersect, out);
+  };
+  switch (degree) {
+    case 0: launch(preprocess_kernel<0>); break;
+    case 1: launch(preprocess_kernel<1>); break;
+    case 2: launch(preprocess_kernel<2>); break;
+    default: launch(preprocess_kernel<3>); break;
+  }
 }
 
 void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, const int* radii,
                                 const float* grad_means2d, const float* grad_conic, const float* grad_colors,
                                 GaussianGrads grads, cudaStream_t stream) {
   if (n == 0) return;
-  preprocess_backward_kernel<<<(n + 255) / 256, 256, 0, stream>>>(
-      n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, degree, cam, radii, grad_means2d,
-      grad_conic, grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
+  auto launch = [&](auto kernel) {
+    kernel<<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(
+        n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, radii, grad_means2d, grad_conic,
+        grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
+  };
+  switch (degree) {
+    case 0: launch(preprocess_backward_kernel<0>); break;
+    case 1: launch(preprocess_backward_kernel<1>); break;
+    case 2: launch(preprocess_backward_kernel<2>); break;
+    default: launch(preprocess_backward_kernel<3>); break;
+  }
 }

@@ -15,21 +15,25 @@ constexpr float C30 = -0.5900435899266435f, C31 = 2.890611442640554f, C32 = -0.4
                 C36 = -0.5900435899266435f;
 }  // namespace sh
 
-// basis[k] at direction (x, y, z) for the first (degree+1)^2 bases.
-__device__ inline void sh_basis(float x, float y, float z, int degree, float* basis) {
+// The degree is a template argument so that every index is a constant and the callers' arrays
+// stay in registers (as a run-time value it put the preprocess backward's four arrays on the stack).
+
+// basis[k] at direction (x, y, z) for the first (DEGREE+1)^2 bases.
+template <int DEGREE>
+__device__ inline void sh_basis(float x, float y, float z, float* basis) {
   basis[0] = sh::C0;
-  if (degree < 1) return;
+  if (DEGREE < 1) return;
   basis[1] = -sh::C1 * y;
   basis[2] = sh::C1 * z;
   basis[3] = -sh::C1 * x;
-  if (degree < 2) return;
+  if (DEGREE < 2) return;
   float xx = x * x, yy = y * y, zz = z * z;
   basis[4] = sh::C20 * (x * y);
   basis[5] = sh::C21 * (y * z);
   basis[6] = sh::C22 * (2 * zz - xx - yy);
   basis[7] = sh::C23 * (x * z);
   basis[8] = sh::C24 * (xx - yy);
-  if (degree < 3) return;
+  if (DEGREE < 3) return;
   basis[9] = sh::C30 * y * (3 * xx - yy);
   basis[10] = sh::C31 * (x * y) * z;
   basis[11] = sh::C32 * y * (4 * zz - xx - yy);
@@ -40,21 +44,22 @@ __device__ inline void sh_basis(float x, float y, float z, int degree, float* ba
 }
 
 // d basis[k] / d(x, y, z), for k >= 1 (basis[0] is constant).
-__device__ inline void sh_basis_grad(float x, float y, float z, int degree, float* dx, float* dy,
-                                     float* dz) {
+template <int DEGREE>
+__device__ inline void sh_basis_grad(float x, float y, float z, float* dx, float* dy, float* dz) {
+#pragma unroll
   for (int k = 0; k < MAX_SH_BASES; ++k) dx[k] = dy[k] = dz[k] = 0.f;
-  if (degree < 1) return;
+  if (DEGREE < 1) return;
   dy[1] = -sh::C1;
   dz[2] = sh::C1;
   dx[3] = -sh::C1;
-  if (degree < 2) return;
+  if (DEGREE < 2) return;
   float xx = x * x, yy = y * y, zz = z * z;
   dx[4] = sh::C20 * y;            dy[4] = sh::C20 * x;
   dy[5] = sh::C21 * z;            dz[5] = sh::C21 * y;
   dx[6] = -2 * sh::C22 * x;       dy[6] = -2 * sh::C22 * y;   dz[6] = 4 * sh::C22 * z;
   dx[7] = sh::C23 * z;            dz[7] = sh::C23 * x;
   dx[8] = 2 * sh::C24 * x;        dy[8] = -2 * sh::C24 * y;
-  if (degree < 3) return;
+  if (DEGREE < 3) return;
   dx[9] = sh::C30 * 6 * x * y;    dy[9] = sh::C30 * 3 * (xx - yy);
   dx[10] = sh::C31 * y * z;       dy[10] = sh::C31 * x * z;    dz[10] = sh::C31 * x * y;
   dx[11] = sh::C32 * -2 * x * y;  dy[11] = sh::C32 * (4 * zz - xx - 3 * yy);
