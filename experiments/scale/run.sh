@@ -14,6 +14,7 @@ TRAIN_SIZES=${TRAIN_SIZES:-"1M 3M 6M"}
 RESOLUTIONS=${RESOLUTIONS:-"1920x1080 3840x2160"}
 ROUNDS=${ROUNDS:-2}
 LEGO=${LEGO:-${GSEXP_SHARED:-../shared}/data/nerf_synthetic/lego}
+LPIPS_NET=${LPIPS_NET:-vgg}        # alex where only AlexNet's weights are staged
 RASTERIZERS=vanilla,vanilla:intersect=accutile,tc_gs,tc_gs:intersect=accutile
 mkdir -p "$W"/models "$W"/render "$W"/train
 
@@ -21,7 +22,8 @@ for step in "$@"; do
   case $step in
     base)
       [ -f "$W"/runs/base/point_cloud.ply ] ||
-        python train.py experiment=lego_fast data.path="$LEGO" logger=none hydra.run.dir="$W"/runs/base resume=auto ;;
+        python train.py experiment=lego_fast data.path="$LEGO" logger=none hydra.run.dir="$W"/runs/base resume=auto \
+          lpips_net="$LPIPS_NET" ;;
     models)
       for s in $(echo $SIZES $TRAIN_SIZES | tr ' ' '\n' | sort -u); do
         [ -f "$W"/models/lego_$s.ply ] || python -m gsexp.bench.grow "$W"/runs/base/point_cloud.ply \
