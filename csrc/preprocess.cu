@@ -1,6 +1,8 @@
 // Stage 1 and its backward: projection, EWA 2D covariance, radius, tiles touched, SH colour.
 // Mirrors gsexp/render/reference/preprocess.py operation by operation. The decisions (radius,
 // tile rectangle) use IEEE division and sqrt, so --use_fast_math does not move them.
+#include <type_traits>
+
 #include "kernels.h"
 #include "common.cuh"
 #include "intersect.cuh"
@@ -261,35 +263,34 @@ __global__ void preprocess_backward_kernel(
 
 }  // namespace
 
-// The degree is 0..3 (rasterize_forward checks it, ext.cpp), one instantiation each.
+// Calls f(std::integral_constant<int, D>{}) for D = degree, so each kernel has one instantiation
+// per degree. The degree is 0..3: rasterize_forward checks it (ext.cpp).
+template <typename F>
+void with_degree(int degree, F f) {
+  switch (degree) {
+    case 0: f(std::integral_constant<int, 0>{}); break;
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    default: f(std::integral_constant<int, 3>{}); break;
+  }
+}
+
 void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
                        PreprocessOut out, cudaStream_t stream) {
   if (n == 0) return;
-  auto launch = [&](auto kernel) {
-    kernel<<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(n, g.means, g.log_scales, g.quats, g.opacity_logits,
-                                                          g.sh, cam, intersect, out);
-  };
-  switch (degree) {
-    case 0: launch(preprocess_kernel<0>); break;
-    case 1: launch(preprocess_kernel<1>); break;
-    case 2: launch(preprocess_kernel<2>); break;
-    default: launch(preprocess_kernel<3>); break;
-  }
+  with_degree(degree, [&](auto d) {
+    preprocess_kernel<decltype(d)::value><<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(
+        n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, intersect, out);
+  });
 }
 
 void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, const int* radii,
                                 const float* grad_means2d, const float* grad_conic, const float* grad_colors,
                                 GaussianGrads grads, cudaStream_t stream) {
   if (n == 0) return;
-  auto launch = [&](auto kernel) {
-    kernel<<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(
+  with_degree(degree, [&](auto d) {
+    preprocess_backward_kernel<decltype(d)::value><<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(
         n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, radii, grad_means2d, grad_conic,
         grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
-  };
-  switch (degree) {
-    case 0: launch(preprocess_backward_kernel<0>); break;
-    case 1: launch(preprocess_backward_kernel<1>); break;
-    case 2: launch(preprocess_backward_kernel<2>); break;
-    default: launch(preprocess_backward_kernel<3>); break;
-  }
+  });
 }

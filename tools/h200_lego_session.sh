@@ -17,7 +17,7 @@ export GSEXP_SHARED=$PWD/.device/shared
 log() { echo "[$(date +%T)] $*" | tee -a $W/steps.log; }
 if [ "${1:-}" = collect ]; then
   cat $W/steps.log
-  mkdir -p "$OUT" && tar -C /tmp --exclude='*.pt' --exclude='*.ply' --exclude=renders --exclude=models -czf "$OUT"/gs.tgz gs
+  mkdir -p "$OUT" && tar -C /tmp --exclude='*.pt' --exclude='*.ply' --exclude=renders -czf "$OUT"/gs.tgz gs
   [ -d $W/ply ] && cp $W/ply/* "$OUT"/
   exit 0
 fi
