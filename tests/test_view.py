@@ -82,18 +82,31 @@ def canvas_pixels(page) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(canvas.screenshot())).convert("RGB"), dtype=np.float32)
 
 
-def test_canvas_shows_the_servers_render(viewer, page):
+def canvas_vs_frame(viewer, page) -> tuple:
+    """(mean level difference, canvas std) between the canvas and the server's newest frame,
+    left of the panel, below the notice that WebGL runs in software, above the axes gizmo."""
     frame = viewer.frame.astype(np.float32)
-    assert frame.std() > 20, "the render itself is blank"
     shot = canvas_pixels(page)
     h, w = frame.shape[:2]
     scaled = np.asarray(Image.fromarray(shot.astype(np.uint8)).resize((w, h), Image.BILINEAR), dtype=np.float32)
-    # Left of the panel, below the notice that WebGL runs in software, above the axes gizmo.
     rows, cols = slice(int(0.3 * h), int(0.85 * h)), slice(int(0.1 * w), int(0.55 * w))
-    diff = np.abs(scaled[rows, cols] - frame[rows, cols]).mean()
-    print(f"canvas vs the server's frame: {diff:.1f} levels on average, canvas std {scaled[rows, cols].std():.1f}")
-    assert scaled[rows, cols].std() > 20, "the canvas is blank"
-    assert diff < MAX_MEAN_DIFF, f"the canvas differs from the server's frame by {diff:.1f} levels on average"
+    return float(np.abs(scaled[rows, cols] - frame[rows, cols]).mean()), float(scaled[rows, cols].std())
+
+
+def test_canvas_shows_the_servers_render(viewer, page):
+    assert viewer.frame.astype(np.float32).std() > 20, "the render itself is blank"
+    # The page's first camera message can arrive after the first frame, so the server may send
+    # a second frame while the canvas still shows the first: compare until they agree (or time out).
+    seen = []
+
+    def agrees():
+        seen.append(canvas_vs_frame(viewer, page))
+        return seen[-1][1] > 20 and seen[-1][0] < MAX_MEAN_DIFF
+    try:
+        wait_for(agrees, timeout_s=30, what="the canvas to show the server's frame")
+    finally:
+        print("canvas vs the server's frame (mean levels, canvas std):", [f"{d:.1f}, {s:.1f}" for d, s in seen])
+    assert seen[-1][1] > 20, "the canvas is blank"
 
 
 def test_switching_the_rasterizer_changes_the_report(viewer, page):
