@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session on lego for the studies that start from a trained lego model: issue 20's
-# backward bench, issue 22's viewer overhead and the PLY for its screenshot, issue 23's scale study.
+# backward bench and ncu profile, issue 22's viewer overhead and the PLY for its screenshot, issue 23's scale study.
 # Staged here with
 #   python ../shared/tools/stage_gpu_job.py --peer --scene nerf_synthetic/lego --test-every 8
 #   mv .device/data /tmp/staged && python tools/webp_stage.py pack /tmp/staged/lego .device/lego_webp
@@ -28,6 +28,16 @@ BASE=/tmp/scale/runs/base   # experiments/scale/run.sh's base: lego 30K with exp
 LEGO=/tmp/lego LPIPS_NET=alex bash experiments/scale/run.sh base > $W/base.log 2>&1; log "base rc=$?"
 python experiments/tensor_core_backward/bench.py --lego $BASE --rounds 6 --out $W/bench_backward.json \
   > $W/bench_backward.log 2>&1; log "issue 20 bench rc=$?"
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)
+if [ -n "$NCU" ]; then  # where the backward's time goes (counters read only on Firecracker machines)
+  timeout 300 "$NCU" --clock-control none --profile-from-start off --kernel-name regex:blend_backward \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+    --section InstructionStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --csv --page raw \
+    python experiments/tensor_core_backward/ncu_profile.py run --lego $BASE --order $W/ncu_order.json \
+    > $W/ncu_backward.csv 2> $W/ncu_backward.err; log "issue 20 ncu rc=$?"
+  python experiments/tensor_core_backward/ncu_profile.py summary $W/ncu_backward.csv $W/ncu_order.json \
+    > $W/ncu_summary.md 2>&1; log "issue 20 ncu summary rc=$?"
+else log "issue 20 ncu: not found"; fi
 python experiments/viewer/overhead.py $BASE --steps 1000 --rounds 4 --json $W/overhead.json > $W/overhead.log 2>&1
 log "issue 22 overhead rc=$?"
 mkdir -p $W/ply && split -b 15m $BASE/point_cloud.ply $W/ply/lego_fast.ply.part_; log "issue 22 ply split"
