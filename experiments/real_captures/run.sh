@@ -37,10 +37,11 @@ declare -A RASTER=(
 case "${1:-}" in
 scenes)
   mkdir -p "$W"
-  python -m gsexp.prepare "$D/beer/images" "$W/beer_prepared"
+  # a scene made by an earlier call is kept (prepare refuses to replace one without --overwrite)
+  [ -f "$W/beer_prepared/prepare.json" ] || python -m gsexp.prepare "$D/beer/images" "$W/beer_prepared"
   if [[ "$DATAS" == *fern* ]]; then
-    python -m gsexp.prepare "$D/fern/images_8" "$W/fern_prepared"
-    python experiments/real_captures/llff_to_colmap.py "$D/fern" "$W/fern_colmap"
+    [ -f "$W/fern_prepared/prepare.json" ] || python -m gsexp.prepare "$D/fern/images_8" "$W/fern_prepared"
+    [ -d "$W/fern_colmap/sparse" ] || python experiments/real_captures/llff_to_colmap.py "$D/fern" "$W/fern_colmap"
   fi
   ;;
 train)
