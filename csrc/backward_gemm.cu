@@ -7,7 +7,7 @@
 // and dL/dv goes to the 2D mean, conic and opacity by the chain rule of v's definition
 // (reference/gemm_backward.py mirrors it). u_p is exact in tf32 (multiples of 1/4 up to 56.25).
 // SPLIT: dL/dpower enters as two tf32 terms (hi + lo), so the sums are as exact as fp32's;
-// otherwise it is rounded once (cvt.rna). The colour sums are always split (dC too, as the
+// otherwise it is rounded once (cvt.rn). The colour sums are always split (dC too, as the
 // hi and lo columns of B), so only dL/dpower ever carries the tf32 rounding.
 #include <cstdint>
 
@@ -22,7 +22,7 @@ constexpr float CENTER = 0.5f * (TILE_SIZE - 1);
 
 __device__ inline uint32_t tf32(float x) {
   uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r;
 }
 

@@ -32,7 +32,7 @@ constexpr float TILE_CENTER = 0.5f * (TILE_SIZE - 1);
 
 __device__ inline float to_tf32(float x) {
   uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return __uint_as_float(r);
 }
 

@@ -18,11 +18,13 @@ def test_fp16_rounding_and_overflow():
 
 
 def test_tf32_rounding_keeps_10_mantissa_bits_and_fp32_range():
-    x = torch.tensor([1 + 2**-11, 1 + 2**-12, -(1 + 2**-11), 1e30, 1023.0**2])
+    x = torch.tensor([1 + 2**-11, 1 + 2**-12, -(1 + 2**-11), 1e30, 1023.0**2, 1 + 3 * 2**-11, 1 + 2**-11 + 2**-20])
     r = round_operand(x, "tf32")
-    assert r[0] == 1 + 2**-10        # half rounds away from zero (cvt.rna)
+    assert r[0] == 1.0               # a tie goes to the even neighbour (cvt.rn) ...
+    assert r[5] == 1 + 2**-9         # ... up when the kept last bit is odd (1 + 2^-10 + half)
+    assert r[6] == 1 + 2**-10        # above the tie: up
     assert r[1] == 1.0
-    assert r[2] == -(1 + 2**-10)
+    assert r[2] == -1.0
     assert torch.isfinite(r[3]) and abs(r[3] / 1e30 - 1) < 2**-10
     assert r[4] != 1023.0**2 and abs(r[4] - 1023.0**2) <= 1023.0**2 * 2**-11
 

@@ -24,6 +24,9 @@ fi
 log start
 [ -d /tmp/lego ] || python tools/webp_stage.py unpack .device/lego_webp /tmp/lego > $W/unpack.log 2>&1
 python -c "from gsexp.render.cuda import build; build.load()" > $W/build.log 2>&1; log "build rc=$?"
+# the tf32 rounding (cvt.rn since 2026-12-03) against its emulation, before anything is timed
+timeout 600 python -m pytest -q tests/test_cuda_gemm_backward.py tests/test_cuda_matrix_blends.py tests/test_precision.py \
+  > $W/gpu_tests.log 2>&1; log "gpu tests rc=$? ($(tail -n 1 $W/gpu_tests.log))"
 BASE=/tmp/scale/runs/base   # experiments/scale/run.sh's base: lego 30K with experiment=lego_fast
 LEGO=/tmp/lego LPIPS_NET=alex bash experiments/scale/run.sh base > $W/base.log 2>&1; log "base rc=$?"
 python experiments/tensor_core_backward/bench.py --lego $BASE --rounds 6 --out $W/bench_backward.json \

@@ -15,9 +15,10 @@ def check_precision(precision: str) -> str:
 
 
 def _round_tf32(x: torch.Tensor) -> torch.Tensor:
-    # cvt.rna.tf32.f32: keep 10 mantissa bits, round half away from zero (on the magnitude bits).
+    # cvt.rn.tf32.f32: keep 10 mantissa bits, ties to even (on the magnitude bits). On sm_90 it
+    # is one instruction (F2FP.TF32); cvt.rna (ties away) expands to three.
     bits = x.contiguous().view(torch.int32)
-    rounded = (bits + 0x1000) & ~0x1FFF
+    rounded = (bits + 0xFFF + ((bits >> 13) & 1)) & ~0x1FFF
     finite = torch.isfinite(x)
     return torch.where(finite, rounded.view(torch.float32), x)
 
