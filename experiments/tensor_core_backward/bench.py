@@ -174,16 +174,21 @@ def table(rows, modes) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
-    a = parse_args(argv)
+def require_cuda(prog: str) -> None:
+    """One line and exit where there is no GPU or the extension does not load (ncu_profile.py too)."""
     if not torch.cuda.is_available():
-        sys.exit("bench.py: needs a CUDA GPU (the study times CUDA kernels); none is available here")
+        sys.exit(f"{prog}: needs a CUDA GPU (the study times CUDA kernels); none is available here")
     from gsexp.render.cuda import CudaUnavailable, load
 
     try:
         load()
     except CudaUnavailable as e:
-        sys.exit(f"bench.py: {e}")
+        sys.exit(f"{prog}: {e}")
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    require_cuda("bench.py")
     rows = []
     for name, path in scenes(a):
         g = load_gaussians(path).to("cuda")

@@ -6,13 +6,14 @@ On the GPU machine (ncu reads counters only on a Firecracker machine; see the de
     ncu --clock-control none --profile-from-start off --kernel-name regex:blend_backward \\
         --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \\
         --section InstructionStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \\
-        --csv --page raw python experiments/tensor_core_backward/ncu_profile.py run --lego RUN \\
-        --order order.json > ncu.csv
+        --csv --page raw python experiments/tensor_core_backward/ncu_profile.py run --order order.json \\
+        --lego RUN > ncu.csv
     python experiments/tensor_core_backward/ncu_profile.py summary ncu.csv order.json
 
-`run` builds bench.py's cases (orbit view 0, 1920x1080, tc_gs + accutile), warms every mode up
-unprofiled, then runs one backward per scene and mode between torch.cuda.profiler.start/stop (cudaProfilerStart/Stop), and
-writes the (scene, mode) of each in launch order. `summary` pairs ncu's kernel rows with that
+`run` takes bench.py's options, checked by bench.py's own parser (default --sizes 1920x1080;
+--views, --rounds are unused: orbit view 0 only). It builds bench.py's cases, runs --warmup
+unprofiled backwards per mode, then one backward per scene, size, rasterizer and mode between
+torch.cuda.profiler.start/stop (cudaProfilerStart/Stop), and writes what each was, in launch order. `summary` pairs ncu's kernel rows with that
 order and prints a table: time, issue-slot use, occupancy, instructions, and the top stalls."""
 from __future__ import annotations
 
@@ -40,37 +41,41 @@ COLUMNS = {
 STALL = "issue_stalled_"  # smsp__average_warp(s|_latency)_issue_stalled_<reason>[_per_issue_active].ratio
 
 
-def run(a):
+def run(a, order_path: str):
     import torch
 
     from gsexp.bench.cameras import orbit_cameras, parse_up
     from gsexp.bench.models import load_gaussians
-    from gsexp.bench.rasterizers import parse_rasterizer
-    from gsexp.render.cuda import load
-    bench = __import__("bench")  # this folder's bench.py: its Case and scene list
+    bench = __import__("bench")
 
-    load()
-    w, h = (int(v) for v in a.size.split("x"))
-    spec, modes, order = parse_rasterizer(a.rasterizer), a.modes.split(","), []
-    cases = []
-    for name, path in bench.scenes(a):
+    bench.require_cuda("ncu_profile.py")
+    found = bench.scenes(a)
+    if not found:
+        sys.exit("ncu_profile.py: no scene to profile (give --lego, and --biker or the shared biker)")
+    cases = []  # (what it is, case)
+    for name, path in found:
         g = load_gaussians(path).to("cuda")
-        cams, _ = orbit_cameras(g.means, 1, w, h, up=parse_up(bench.SCENE_UP[name]), fov_deg=50.0)
-        case = bench.Case(g, [cams[0].to("cuda")], spec, modes)
-        for mode in modes:
-            for _ in range(3):
-                case.backward(mode, 0)  # unprofiled warm-up
-        cases.append((name, len(g), case))
+        for w, h in a.sizes:
+            cams, _ = orbit_cameras(g.means, 1, w, h, up=parse_up(bench.SCENE_UP[name]), fov_deg=50.0)
+            for spec in a.specs:
+                case = bench.Case(g, [cams[0].to("cuda")], spec, a.modes)
+                for mode in a.modes:
+                    for _ in range(a.warmup):
+                        case.backward(mode, 0)
+                what = {"scene": name, "gaussians": len(g), "size": f"{w}x{h}", "rasterizer": spec.text,
+                        "pairs": case.pairs}
+                cases.append((what, case))
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
-    for name, n, case in cases:
-        for mode in modes:
+    launches = []
+    for what, case in cases:
+        for mode in a.modes:
             case.backward(mode, 0)
-            order.append({"scene": name, "gaussians": n, "mode": mode, "pairs": case.pairs})
+            launches.append({**what, "mode": mode})
     torch.cuda.synchronize()
     torch.cuda.profiler.stop()
-    Path(a.order).write_text(json.dumps({"size": a.size, "rasterizer": spec.text, "launches": order}, indent=1))
-    print(f"ncu_profile: {len(order)} profiled backwards, order in {a.order}", file=sys.stderr)
+    Path(order_path).write_text(json.dumps({"launches": launches}, indent=1))
+    print(f"ncu_profile: {len(launches)} profiled backwards, order in {order_path}", file=sys.stderr)
 
 
 def rows_of(path: Path) -> list:
@@ -88,17 +93,20 @@ def number(text: str) -> float:
 
 
 def summary(a):
+    for path in (a.csv, a.order):
+        if not Path(path).is_file():
+            sys.exit(f"ncu_profile.py: {path} not found (relative paths are from {Path.cwd()}); give ncu's CSV "
+                     f"and the --order file that `run` wrote")
     rows = rows_of(Path(a.csv))
-    order = json.loads(Path(a.order).read_text())
-    launches = order["launches"]
+    launches = json.loads(Path(a.order).read_text())["launches"]
     if len(rows) != len(launches):
         sys.exit(f"ncu_profile: {len(rows)} kernel rows in {a.csv} but {len(launches)} backwards in {a.order}: "
                  f"kernels seen: {sorted({r['Kernel Name'][:60] for r in rows})}")
-    print(f"{order['rasterizer']}, {order['size']}, orbit view 0, one backward each (ncu --clock-control none)\n")
-    head = ["scene", "mode"] + list(COLUMNS) + ["top stalls (warps per issued instr)"]
+    print("orbit view 0, one backward each (ncu --clock-control none)\n")
+    head = ["scene", "size", "rasterizer", "mode"] + list(COLUMNS) + ["top stalls (warps per issued instr)"]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for launch, r in zip(launches, rows):
-        cells = [launch["scene"], launch["mode"]]
+        cells = [launch["scene"], launch["size"], launch["rasterizer"], launch["mode"]]
         for label, names in COLUMNS.items():
             name = next((n for n in names if n in r), None)
             v = number(r[name]) if name else float("nan")
@@ -119,22 +127,20 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python experiments/tensor_core_backward/ncu_profile.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="the profiled program (under ncu)")
-    r.add_argument("--lego", type=Path, required=True, help="trained lego: a .ply, a checkpoint or a run directory")
-    r.add_argument("--biker", type=Path, help="default <shared>/data/scenes/biker.compressed.ply")
-    r.add_argument("--size", default="1920x1080")
-    r.add_argument("--rasterizer", default="tc_gs:intersect=accutile")
-    r.add_argument("--modes", default="exact,gemm_fp32,gemm_tf32")
+    r = sub.add_parser("run", help="the profiled program (under ncu); other options are bench.py's")
     r.add_argument("--order", default="ncu_order.json", help="where to write the launch order")
     s = sub.add_parser("summary", help="the table from ncu's CSV and the launch order")
     s.add_argument("csv")
     s.add_argument("order")
-    a = p.parse_args(argv)
-    if a.cmd == "run":
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        run(a)
-    else:
+    a, rest = p.parse_known_args(argv)
+    if a.cmd == "summary":
+        if rest:
+            p.error(f"summary: unrecognized arguments: {' '.join(rest)}")
         summary(a)
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    bench = __import__("bench")
+    run(bench.parse_args(["--sizes", "1920x1080", *rest]), a.order)
 
 
 if __name__ == "__main__":
