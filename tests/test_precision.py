@@ -54,3 +54,16 @@ def test_tcgs_fp16_with_g2l_is_accurate(biker):
 def test_tcgs_fp16_without_g2l_collapses(biker):
     # Global pixel coordinates square past fp16's 65504 beyond x = 256: the image collapses.
     assert _psnr_vs_vanilla(biker, 1024, precision="fp16", g2l=False) < 20.0
+
+
+def test_tf32_rounding_matches_round_half_even_in_float64():
+    """The emulation against float64 round-half-even to 11 significant bits, on random values of
+    every scale and on exact ties (bit 12 set, bits 0-11 clear) of both signs."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1_000_000, generator=g) * torch.exp(torch.randn(1_000_000, generator=g) * 10)
+    ties = ((torch.randint(0, 2**23, (100_000,), generator=g, dtype=torch.int32) & ~0x1FFF) | 0x1000 | (127 << 23))
+    ties = ties.view(torch.float32)
+    x = torch.cat([x, ties, -ties])
+    mantissa, exponent = torch.frexp(x.double())
+    want = torch.ldexp(torch.round(mantissa * 2**11) / 2**11, exponent)  # torch.round: half to even
+    assert torch.equal(round_operand(x, "tf32").double(), want)
