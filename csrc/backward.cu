@@ -53,6 +53,7 @@ __device__ inline Slot grad_slot(const BlendBackwardArgs& args, int k) {
   return {args.grad_colors + (k - 6), 3};
 }
 
+template <int PROBE>
 __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackwardArgs args) {
   __shared__ Batch s;
   __shared__ int s_max_last;
@@ -65,6 +66,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
   Walk w{p.T_final};
   const int lane = threadIdx.x % 32;
   const Slot slot = grad_slot(args, lane >> 2);
+  float kept = 0.f;  // PROBE_WALK: the pair values, summed per thread
 
   for (int top = end; top > range.x; top -= BLOCK_PIXELS) {
     __syncthreads();
@@ -91,19 +93,33 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
         }
       }
       if (!__any_sync(0xffffffffu, contributes)) continue;
+      if constexpr (PROBE == PROBE_WALK) {
+        for (int k = 0; k < NUM_GRADS; ++k) kept += g[k];
+        continue;
+      }
       const float blue = warp_sum(g[8]);
       const float sum = warp_sum8(reinterpret_cast<float(&)[8]>(g), lane);
       const int id = s.id[j];
+      if constexpr (PROBE == PROBE_NO_ATOMICS) {
+        kept += sum + blue + (float)id;
+        continue;
+      }
       if ((lane & 3) == 0) atomicAdd(slot.base + slot.stride * id, sum);
       if (lane == 0) atomicAdd(&args.grad_colors[3 * id + 2], blue);
     }
   }
+  if constexpr (PROBE != PROBE_NONE) keep(kept, args.grad_opacity);
 }
 
 }  // namespace
 
-void launch_blend_backward(const BlendBackwardArgs& args, cudaStream_t stream) {
+void launch_blend_backward(const BlendBackwardArgs& args, int probe, cudaStream_t stream) {
   int tiles = args.tiles_x * args.tiles_y;
   if (tiles == 0) return;
-  blend_backward_kernel<<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  if (probe == PROBE_WALK)
+    blend_backward_kernel<PROBE_WALK><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else if (probe == PROBE_NO_ATOMICS)
+    blend_backward_kernel<PROBE_NO_ATOMICS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else
+    blend_backward_kernel<PROBE_NONE><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
 }

@@ -59,7 +59,7 @@ __device__ inline float u_entry(int col, float pu, float pv) {
   }
 }
 
-template <bool SPLIT>
+template <bool SPLIT, int PROBE>
 __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(BlendBackwardArgs args) {
   __shared__ Batch s;
   __shared__ float s_stage[WARPS][2][GROUP * STRIDE];  // dL/dpower and alpha T, then the sums
@@ -98,6 +98,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(Blend
   Walk w{p.T_final};
   float* stage_p = s_stage[warp][0];
   float* stage_w = s_stage[warp][1];
+  float kept = 0.f;  // PROBE_WALK: the pair values; PROBE_NO_ATOMICS: what the atomics would add
 
   for (int top = end; top > range.x; top -= BLOCK_PIXELS) {
     __syncthreads();
@@ -118,11 +119,16 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(Blend
           weight = e.alpha * w.T;
           if (e.raw <= ALPHA_MAX) d_power = e.d_alpha * e.raw;  // the 0.99 clamp passes no gradient
         }
+        if constexpr (PROBE == PROBE_WALK) {
+          kept += d_power + weight;
+          if (__any_sync(0xffffffffu, contributes)) mask |= 1u << g;
+          continue;
+        }
         stage_p[g * STRIDE + lane] = d_power;
         stage_w[g * STRIDE + lane] = weight;
         if (__any_sync(0xffffffffu, contributes)) mask |= 1u << g;
       }
-      if (mask == 0) continue;
+      if (mask == 0 || PROBE == PROBE_WALK) continue;
       __syncwarp();
 
       float dv[4] = {0.f, 0.f, 0.f, 0.f}, dc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -158,29 +164,49 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(Blend
           const float4 co = s.co[j];
           const float mx = s.xy[j].x - ox, my = s.xy[j].y - oy;
           const float lx = co.x * mx + co.y * my, ly = co.z * my + co.y * mx;
+          if constexpr (PROBE == PROBE_NO_ATOMICS) {
+            kept += (-lx * sums[0] + co.x * sums[1] + co.y * sums[2]) + (-ly * sums[0] + co.y * sums[1] + co.z * sums[2]) +
+                    (-0.5f * mx * mx * sums[0] + mx * sums[1] - 0.5f * sums[3]) +
+                    (-mx * my * sums[0] + my * sums[1] + mx * sums[2] - sums[5]) +
+                    (-0.5f * my * my * sums[0] + my * sums[2] - 0.5f * sums[4]) + sums[0] / co.w + (float)id;
+          } else {
           atomicAdd(&args.grad_means2d[2 * id], -lx * sums[0] + co.x * sums[1] + co.y * sums[2]);
           atomicAdd(&args.grad_means2d[2 * id + 1], -ly * sums[0] + co.y * sums[1] + co.z * sums[2]);
           atomicAdd(&args.grad_conic[3 * id], -0.5f * mx * mx * sums[0] + mx * sums[1] - 0.5f * sums[3]);
           atomicAdd(&args.grad_conic[3 * id + 1], -mx * my * sums[0] + my * sums[1] + mx * sums[2] - sums[5]);
           atomicAdd(&args.grad_conic[3 * id + 2], -0.5f * my * my * sums[0] + my * sums[2] - 0.5f * sums[4]);
           atomicAdd(&args.grad_opacity[id], sums[0] / co.w);  // alpha = o exp(power)
+          }
         } else {
           const float* sums = stage_w + g * STRIDE;
-          for (int ch = 0; ch < 3; ++ch) atomicAdd(&args.grad_colors[3 * id + ch], sums[ch] + sums[ch + 3]);
+          for (int ch = 0; ch < 3; ++ch)
+            if constexpr (PROBE == PROBE_NO_ATOMICS) kept += sums[ch] + sums[ch + 3] + (float)id;
+            else atomicAdd(&args.grad_colors[3 * id + ch], sums[ch] + sums[ch + 3]);
         }
       }
       __syncwarp();
     }
   }
+  if constexpr (PROBE != PROBE_NONE) keep(kept, args.grad_opacity);
+}
+
+template <bool SPLIT>
+void launch_split(const BlendBackwardArgs& args, int probe, int tiles, cudaStream_t stream) {
+  if (probe == PROBE_WALK)
+    blend_backward_gemm_kernel<SPLIT, PROBE_WALK><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else if (probe == PROBE_NO_ATOMICS)
+    blend_backward_gemm_kernel<SPLIT, PROBE_NO_ATOMICS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else
+    blend_backward_gemm_kernel<SPLIT, PROBE_NONE><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
 }
 
 }  // namespace
 
-void launch_blend_backward_gemm(const BlendBackwardArgs& args, bool split, cudaStream_t stream) {
+void launch_blend_backward_gemm(const BlendBackwardArgs& args, bool split, int probe, cudaStream_t stream) {
   const int tiles = args.tiles_x * args.tiles_y;
   if (tiles == 0) return;
   if (split)
-    blend_backward_gemm_kernel<true><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+    launch_split<true>(args, probe, tiles, stream);
   else
-    blend_backward_gemm_kernel<false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+    launch_split<false>(args, probe, tiles, stream);
 }

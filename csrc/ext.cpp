@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
 
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -101,6 +102,18 @@ void check_options(const RasterOptions& o) {
               "gsexp cuda rasterizer: unknown intersect id ", o.intersect);
   TORCH_CHECK(o.backward >= BACKWARD_EXACT && o.backward <= BACKWARD_GEMM_TF32,
               "gsexp cuda rasterizer: unknown backward id ", o.backward);
+}
+
+// GSEXP_BACKWARD_PROBE (experiments/tensor_core_backward/bench.py's modes like gemm_tf32@walk):
+// the blend backward with a part left out, for timing by difference. Unset in training.
+int backward_probe() {
+  const char* env = std::getenv("GSEXP_BACKWARD_PROBE");
+  const std::string v = env ? env : "";
+  if (v.empty()) return PROBE_NONE;
+  if (v == "no_atomics") return PROBE_NO_ATOMICS;
+  if (v == "walk") return PROBE_WALK;
+  TORCH_CHECK(false, "GSEXP_BACKWARD_PROBE=", v, ": expected walk or no_atomics, or unset it");
+  return PROBE_NONE;
 }
 
 // Blocks take tiles longest list first, so the heavy tiles do not start in the last wave and
@@ -294,10 +307,11 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
                          grad_opacity.data_ptr<float>(), grad_colors.data_ptr<float>(), cam.width,
                          cam.height, cam.tiles_x, cam.tiles_y};
   check_options(options);
+  const int probe = backward_probe();
   if (options.backward == BACKWARD_EXACT)
-    launch_blend_backward(args, stream);
+    launch_blend_backward(args, probe, stream);
   else
-    launch_blend_backward_gemm(args, options.backward == BACKWARD_GEMM_FP32, stream);
+    launch_blend_backward_gemm(args, options.backward == BACKWARD_GEMM_FP32, probe, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 
   auto grad_means = slice({n, 3});

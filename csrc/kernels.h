@@ -106,7 +106,12 @@ struct BlendBackwardArgs {
   float* grad_colors;       // [N,3]
   int width, height, tiles_x, tiles_y;
 };
-void launch_blend_backward(const BlendBackwardArgs& args, cudaStream_t stream);
+// Profiling probes (issue 20's study, where ncu cannot read counters): the blend backward with
+// a part left out, so a time difference is that part's cost. The gradients are then wrong.
+//   PROBE_NO_ATOMICS: everything but the atomic adds;  PROBE_WALK: only the back-to-front walk
+//   and each pair's values (no warp sums, staging, mma or atomics).
+enum BackwardProbe { PROBE_NONE = 0, PROBE_NO_ATOMICS = 1, PROBE_WALK = 2 };
+void launch_blend_backward(const BlendBackwardArgs& args, int probe, cudaStream_t stream);
 // backward_gemm.cu: the same gradients with the per-Gaussian sums as tensor-core GEMMs;
 // split: dL/dpower as two tf32 terms (else one, rounded).
-void launch_blend_backward_gemm(const BlendBackwardArgs& args, bool split, cudaStream_t stream);
+void launch_blend_backward_gemm(const BlendBackwardArgs& args, bool split, int probe, cudaStream_t stream);

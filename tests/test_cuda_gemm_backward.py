@@ -129,6 +129,28 @@ def test_the_switch_picks_the_kernel():
         assert names and (gemm == names if backward != "exact" else not gemm), (backward, names)
 
 
+@needs_cuda
+@pytest.mark.parametrize("backward", BACKWARDS)
+def test_probes_leave_out_their_part_and_nothing_after_them(monkeypatch, backward):
+    """GSEXP_BACKWARD_PROBE (bench.py's MODE@PROBE): both probes skip the blend's atomics, so the
+    blend's share of every gradient is zero (means2d comes only from the blend); unset again,
+    the gradients are the plain backward's bit for bit; a bad value names what it expects."""
+    g, cam = cuda_scene(*SCENES[1])
+    settings, weights = make_settings("tc_gs", backward=backward), random_weights(cam)
+    _, plain = gradients(g, cam, settings, weights)
+    assert plain["means2d"].abs().max() > 0
+    for probe in ("walk", "no_atomics"):
+        monkeypatch.setenv("GSEXP_BACKWARD_PROBE", probe)
+        _, probed = gradients(g, cam, settings, weights)
+        assert not probed["means2d"].any() and not probed["opacity_logits"].any(), probe
+    monkeypatch.setenv("GSEXP_BACKWARD_PROBE", "nonsense")
+    with pytest.raises(RuntimeError, match="GSEXP_BACKWARD_PROBE=nonsense: expected walk or no_atomics"):
+        gradients(g, cam, settings, weights)
+    monkeypatch.delenv("GSEXP_BACKWARD_PROBE")
+    _, again = gradients(g, cam, settings, weights)
+    assert max(max_rel(again[k], plain[k]) for k in plain) < 1e-5  # float atomics: any order
+
+
 def reference64_errors(g, cam, settings) -> dict:
     """Relative-norm errors against the float64 reference with the exact backward: of the CUDA
     gradient from the reference's float64 emulation of settings.backward ("cuda"), and of that

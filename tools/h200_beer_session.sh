@@ -5,13 +5,17 @@
 #   python ../shared/tools/stage_gpu_job.py --colmap --peer --scene colmap/beer
 #   cp ../shared/tools/peer_train_gsplat.py .device/; mkdir -p .device/shared/weights
 #   cp ../shared/weights/alexnet_features_imagenet.pth .device/shared/weights/   # LPIPS (alex)
-# 60.4 MiB beside a 3.3 MiB checkout, under the 64 MiB a call carries. Fern (7.3 MB) does not fit
+#   w=$(ls .device/whl/pycolmap-*.whl); mkdir /tmp/u && unzip -q -d /tmp/u $w && rm $w    # pycolmap's wheel, 38 MB,
+#   tar cf - -C /tmp/u . | xz -9e > .device/pycolmap.tar.xz                          # travels as 21 MB of tar.xz
+#   cp <viser's wheels, as in h200_lego_session.sh> .device/whl/                     # issue 22's overhead
+# 54 MiB beside a 3.3 MiB checkout, under the 64 MiB a call carries. Fern (7.3 MB) does not fit
 # beside it: a later call carries it (stage it into an ignored .device_fern/, carry that, and
 # `mkdir -p .device/data && cp -r .device_fern/data/fern .device/data/` there); without it the fern
 # steps are skipped.
 # On the GPU machine (the machine goes 30 s after a call: chain the calls with no gap):
 #   source .device/env.sh; mkdir -p /tmp/rc; setsid nohup bash tools/h200_beer_session.sh > /tmp/rc/job.log 2>&1 < /dev/null &
 #   sleep 540; bash tools/h200_beer_session.sh collect        # then: sleep N; bash ... collect
+# collect packs what is done into $OUT/rc.tgz (a call brings back 8 files at most).
 # run.sh skips finished runs and resumes cut ones, so the script can be started again.
 set -u
 L=/tmp/rc; mkdir -p $L
@@ -19,18 +23,25 @@ log() { echo "[$(date +%T)] $*" | tee -a $L/steps.log; }
 RUN="bash experiments/real_captures/run.sh"
 if [ "${1:-}" = collect ]; then
   cat $L/steps.log
-  $RUN collect
-  mkdir -p "$OUT"/logs && cp $L/*.log "$OUT"/logs/ && tail -n 3 /tmp/real_captures/runs/runs/*/train.log > "$OUT"/logs/tails.txt 2>&1
+  # a call brings back at most 8 files: everything goes into one archive
+  rm -rf $L/out && mkdir -p $L/out/logs
+  OUT=$L/out $RUN collect
+  cp $L/*.log $L/out/logs/; tail -n 3 /tmp/real_captures/runs/runs/*/train.log > $L/out/logs/tails.txt 2>&1
+  tar czf "$OUT"/rc.tgz -C $L/out . && ls -la "$OUT"
   exit 0
 fi
 export GSEXP_SHARED=$PWD/.device/shared                   # the AlexNet weights for LPIPS
 export EXTRA="log_every=100 pair_capacity=true lpips_net=alex"  # lego_fast's step settings (no host sync per step)
 log start
+[ -f .device/pycolmap.tar.xz ] && { tar xJf .device/pycolmap.tar.xz -C /tmp/site; log "pycolmap unpacked rc=$?"; }
 python -c "from gsexp.render.cuda import build; build.load()" > $L/build.log 2>&1; log "build rc=$?"
 s=$(date +%s); DATAS=beer_prepared $RUN scenes > $L/scenes_beer.log 2>&1; log "prepare beer rc=$? ($(( $(date +%s) - s )) s)"
 DATAS="beer_ignored beer_undistorted beer_prepared" RASTERS=tcgs_accutile $RUN train > $L/train_beer_tcgs.log 2>&1
 log "beer tc_gs rc=$?"
 PEERS=beer_prepared $RUN peer > $L/peer_beer_prepared.log 2>&1; log "peer beer_prepared rc=$?"
+# issue 22: what viewer.enabled=true costs a step with no browser, on the trained beer model
+python experiments/viewer/overhead.py /tmp/real_captures/runs/runs/beer_prepared_tcgs_accutile --steps 1000 --rounds 4 \
+  --json $L/overhead.json > $L/overhead.log 2>&1; log "issue 22 overhead rc=$?"
 DATAS="beer_ignored beer_undistorted beer_prepared" RASTERS=vanilla $RUN train > $L/train_beer_vanilla.log 2>&1
 log "beer vanilla rc=$?"
 PEERS=beer_undistorted $RUN peer > $L/peer_beer_undistorted.log 2>&1; log "peer beer_undistorted rc=$?"

@@ -67,6 +67,7 @@ peer)
 collect)
   dst="${OUT:?set OUT}/real_captures"
   mkdir -p "$dst"
+  shopt -s nullglob  # a call may come before any run has finished
   for f in "$R"/runs/*/summary.json; do mkdir -p "$dst/$(basename "$(dirname "$f")")"; cp "$f" "$dst/$(basename "$(dirname "$f")")/"; done
   cp "$R"/peer/*.json "$dst/" 2>/dev/null || true
   for s in beer_prepared fern_prepared; do cp "$W/$s/prepare.json" "$dst/$s.prepare.json" 2>/dev/null || true; done

@@ -13,11 +13,16 @@ once, the order rotated by r, so a drift of the clocks spreads over all modes. P
 - backward ms: the whole backward (blend + preprocess backward) between CUDA events, unprofiled.
 Medians over rounds x views; ratios are exact / mode. Once per case each GEMM mode's gradients
 are compared with exact's (max |difference| per tensor as a share of its max |value|).
+A mode may name a probe, MODE@walk or MODE@no_atomics (e.g. exact@walk,gemm_tf32@no_atomics):
+the same kernel with a part left out (csrc/kernels.h, GSEXP_BACKWARD_PROBE), so that time
+differences say what the warp sums, the staging and mma, and the atomics cost where ncu cannot
+read counters. Probe modes have no error check (their gradients are wrong by design).
 A scene whose file is missing is skipped with a note. Needs a CUDA GPU."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -37,6 +42,18 @@ from gsexp.render import render  # noqa: E402
 
 SCENE_UP = {"lego": "z", "biker": "-y"}  # Blender scenes are z-up; INRIA/COLMAP PLYs -y
 NAMES = ("means", "log_scales", "quats", "opacity_logits", "sh", "means2d")
+PROBES = ("walk", "no_atomics")
+
+
+def split_mode(mode: str) -> tuple[str, str]:
+    """'gemm_tf32@walk' -> ('gemm_tf32', 'walk'); a plain mode has probe ''."""
+    base, _, probe = mode.partition("@")
+    return base, probe
+
+
+def checked(modes) -> list:
+    """The modes whose gradients are compared with exact's: not probes, not exact itself."""
+    return [m for m in modes[1:] if not split_mode(m)[1]]
 
 
 def parse_args(argv):
@@ -60,13 +77,16 @@ def parse_args(argv):
     a.modes = a.modes.split(",")
     if a.modes[0] != "exact":
         p.error("--modes: the first must be exact (the ratios and error checks are against it)")
+    bad = [m for m in a.modes if split_mode(m)[1] not in ("", *PROBES)]
+    if bad:
+        p.error(f"--modes: {bad[0]!r}: a probe must be one of {', '.join(PROBES)} (MODE@PROBE)")
     if a.views < 1 or a.rounds < 1 or a.warmup < 0:
         p.error("--views and --rounds must be >= 1, --warmup >= 0")
     try:
         a.specs = [parse_rasterizer(s) for s in a.rasterizers.split(",")]
         for spec in a.specs:
             for mode in a.modes:
-                spec.settings.replace(backward=mode)  # a mode the variant refuses fails here
+                spec.settings.replace(backward=split_mode(mode)[0])  # a mode the variant refuses fails here
     except (ValueError, AttributeError) as e:
         p.error(f"--rasterizers/--modes: {e}")
     return a
@@ -80,7 +100,7 @@ class Case:
         self.graphs = {m: [] for m in modes}
         self.pairs = None
         for mode in modes:
-            settings = spec.settings.replace(backward=mode)
+            settings = spec.settings.replace(backward=split_mode(mode)[0])
             for i, cam in enumerate(cams):
                 out = render(self.leaves, cam, settings, sh_degree=spec.sh_degree)
                 target = torch.rand(out.image.shape, device="cuda", generator=torch.Generator("cuda").manual_seed(i))
@@ -91,7 +111,13 @@ class Case:
     def backward(self, mode: str, view: int):
         out, grad_image, grad_alpha = self.graphs[mode][view]
         inputs = [getattr(self.leaves, k) for k in NAMES[:-1]] + [out.means2d]
-        return torch.autograd.grad((out.image, out.alpha), inputs, (grad_image, grad_alpha), retain_graph=True)
+        probe = split_mode(mode)[1]
+        if probe:  # read by the extension at each launch
+            os.environ["GSEXP_BACKWARD_PROBE"] = probe
+        try:
+            return torch.autograd.grad((out.image, out.alpha), inputs, (grad_image, grad_alpha), retain_graph=True)
+        finally:
+            os.environ.pop("GSEXP_BACKWARD_PROBE", None)
 
 
 def kernel_ms(case: Case, mode: str) -> float:
@@ -115,7 +141,7 @@ def max_rel_errors(case: Case, modes) -> dict:
     """Per GEMM mode and tensor, on view 0: max |g - g_exact| / max |g_exact|."""
     exact = case.backward("exact", 0)
     errors = {}
-    for mode in modes[1:]:
+    for mode in checked(modes):
         got = case.backward(mode, 0)
         errors[mode] = {k: ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
                         for k, a, b in zip(NAMES, got, exact)}
@@ -160,7 +186,7 @@ def scenes(a) -> list:
 
 def table(rows, modes) -> str:
     head = ["scene", "size", "rasterizer", "Gaussians"] + [f"{m} kernel ms" for m in modes] \
-        + [f"{m} backward ms" for m in modes] + [f"{m} max rel err" for m in modes[1:]]
+        + [f"{m} backward ms" for m in modes] + [f"{m} max rel err" for m in checked(modes)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         t = r["modes"]
@@ -169,7 +195,7 @@ def table(rows, modes) -> str:
                   for m in modes]
         cells += [f"{t[m]['backward_ms']:.3f}" + ("" if m == "exact" else f" ({t[m]['backward_speedup']:.2f}x)")
                   for m in modes]
-        cells += [f"{max(r['max_rel_err'][m].values()):.1e}" for m in modes[1:]]
+        cells += [f"{max(r['max_rel_err'][m].values()):.1e}" for m in checked(modes)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -209,7 +235,7 @@ def main(argv=None):
                 t = row["modes"]
                 print(f"  {w}x{h} {spec.text}: kernel ms " + ", ".join(
                     f"{m} {t[m]['kernel_ms']:.3f}" for m in a.modes) + "; max rel err " + ", ".join(
-                    f"{m} {max(errors[m].values()):.1e}" for m in a.modes[1:])
+                    f"{m} {max(errors[m].values()):.1e}" for m in checked(a.modes))
                     + f" ({time.perf_counter() - start:.0f} s)", flush=True)
     if not rows:
         sys.exit("bench.py: no scene to bench (give --lego, and --biker or the shared biker)")

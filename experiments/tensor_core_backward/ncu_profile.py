@@ -29,7 +29,9 @@ sys.path.insert(0, str(REPO))
 # label -> ncu raw metric (first found wins); units as ncu reports them
 COLUMNS = {
     "ms": ["gpu__time_duration.sum"],
-    "issue busy %": ["sm__inst_issued.avg.pct_of_peak_sustained_active", "smsp__issue_active.avg.pct_of_peak_sustained_active"],
+    "issue busy %": ["sm__inst_issued.avg.pct_of_peak_sustained_active", "smsp__issue_active.avg.pct_of_peak_sustained_active",
+                     "sm__issue_active.avg.pct_of_peak_sustained_elapsed"],
+    "tensor pipe %": ["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"],
     "SM busy %": ["sm__throughput.avg.pct_of_peak_sustained_elapsed"],
     "occupancy %": ["sm__warps_active.avg.pct_of_peak_sustained_active"],
     "warp instr (M)": ["smsp__inst_executed.sum", "sm__inst_executed.sum"],
