@@ -5,7 +5,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
 
-#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -104,16 +103,14 @@ void check_options(const RasterOptions& o) {
               "gsexp cuda rasterizer: unknown backward id ", o.backward);
 }
 
-// GSEXP_BACKWARD_PROBE (experiments/tensor_core_backward/bench.py's modes like gemm_tf32@walk):
-// the blend backward with a part left out, for timing by difference. Unset in training.
-int backward_probe() {
-  const char* env = std::getenv("GSEXP_BACKWARD_PROBE");
-  const std::string v = env ? env : "";
-  if (v.empty()) return PROBE_NONE;
-  if (v == "no_atomics") return PROBE_NO_ATOMICS;
-  if (v == "walk") return PROBE_WALK;
-  TORCH_CHECK(false, "GSEXP_BACKWARD_PROBE=", v, ": expected walk or no_atomics, or unset it");
-  return PROBE_NONE;
+// bench.py's modes like gemm_tf32@walk: the blend backward with a part left out, for timing by
+// difference. Set by set_backward_probe from experiments and tests only; training leaves it at none.
+int backward_probe = PROBE_NONE;
+
+void set_backward_probe(int probe) {
+  TORCH_CHECK(probe >= PROBE_NONE && probe <= PROBE_WALK, "gsexp cuda rasterizer: unknown backward probe id ",
+              probe, " (0: none, 1: no_atomics, 2: walk)");
+  backward_probe = probe;
 }
 
 // Blocks take tiles longest list first, so the heavy tiles do not start in the last wave and
@@ -307,7 +304,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
                          grad_opacity.data_ptr<float>(), grad_colors.data_ptr<float>(), cam.width,
                          cam.height, cam.tiles_x, cam.tiles_y};
   check_options(options);
-  const int probe = backward_probe();
+  const int probe = backward_probe;
   if (options.backward == BACKWARD_EXACT)
     launch_blend_backward(args, probe, stream);
   else
@@ -357,6 +354,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                      py::arg("accutile") = (int)INTERSECT_ACCUTILE);
   m.def("rasterize_forward", &rasterize_forward, "gsexp: preprocess, duplicate, sort, ranges, blend");
   m.def("rasterize_backward", &rasterize_backward, "gsexp: the shared exact fp32 backward");
+  m.def("set_backward_probe", &set_backward_probe, "gsexp: leave a part of the blend backward out (timing only)");
   m.def("ssim_forward", &ssim_forward, "gsexp: fused SSIM (torchmetrics' window and padding) weighted with L1, value and partials",
         py::arg("img"), py::arg("ref"), py::arg("w_ssim") = 1.0, py::arg("w_l1") = 0.0, py::arg("w_constant") = 0.0);
   m.def("ssim_backward", &ssim_backward, "gsexp: the fused loss's gradient w.r.t. the image", py::arg("img"),

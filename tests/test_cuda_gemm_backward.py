@@ -13,6 +13,7 @@ import torch
 
 from gsexp.errors import InvalidCombination
 from gsexp.render import make_settings, render
+from gsexp.render.cuda import load
 from gsexp.render.settings import reference_of
 from render_helpers import PARAMS, cuda_scene
 
@@ -131,22 +132,24 @@ def test_the_switch_picks_the_kernel():
 
 @needs_cuda
 @pytest.mark.parametrize("backward", BACKWARDS)
-def test_probes_leave_out_their_part_and_nothing_after_them(monkeypatch, backward):
-    """GSEXP_BACKWARD_PROBE (bench.py's MODE@PROBE): both probes skip the blend's atomics, so the
-    blend's share of every gradient is zero (means2d comes only from the blend); unset again,
-    the gradients are the plain backward's bit for bit; a bad value names what it expects."""
+def test_probes_leave_out_their_part_and_nothing_after_them(backward):
+    """set_backward_probe (bench.py's MODE@PROBE): both probes skip the blend's atomics, so the
+    blend's share of every gradient is zero (means2d comes only from the blend); set back to 0,
+    the gradients are the plain backward's bit for bit; a bad id names the ones it takes."""
+    ext = load()
     g, cam = cuda_scene(*SCENES[1])
     settings, weights = make_settings("tc_gs", backward=backward), random_weights(cam)
     _, plain = gradients(g, cam, settings, weights)
     assert plain["means2d"].abs().max() > 0
-    for probe in ("walk", "no_atomics"):
-        monkeypatch.setenv("GSEXP_BACKWARD_PROBE", probe)
-        _, probed = gradients(g, cam, settings, weights)
-        assert not probed["means2d"].any() and not probed["opacity_logits"].any(), probe
-    monkeypatch.setenv("GSEXP_BACKWARD_PROBE", "nonsense")
-    with pytest.raises(RuntimeError, match="GSEXP_BACKWARD_PROBE=nonsense: expected walk or no_atomics"):
-        gradients(g, cam, settings, weights)
-    monkeypatch.delenv("GSEXP_BACKWARD_PROBE")
+    try:
+        for probe in (1, 2):
+            ext.set_backward_probe(probe)
+            _, probed = gradients(g, cam, settings, weights)
+            assert not probed["means2d"].any() and not probed["opacity_logits"].any(), probe
+        with pytest.raises(RuntimeError, match="unknown backward probe id 3"):
+            ext.set_backward_probe(3)
+    finally:
+        ext.set_backward_probe(0)
     _, again = gradients(g, cam, settings, weights)
     assert max(max_rel(again[k], plain[k]) for k in plain) < 1e-5  # float atomics: any order
 

@@ -14,7 +14,7 @@ once, the order rotated by r, so a drift of the clocks spreads over all modes. P
 Medians over rounds x views; ratios are exact / mode. Once per case each GEMM mode's gradients
 are compared with exact's (max |difference| per tensor as a share of its max |value|).
 A mode may name a probe, MODE@walk or MODE@no_atomics (e.g. exact@walk,gemm_tf32@no_atomics):
-the same kernel with a part left out (csrc/kernels.h, GSEXP_BACKWARD_PROBE), so that time
+the same kernel with a part left out (csrc/kernels.h BackwardProbe, set through the extension's set_backward_probe), so that time
 differences say what the warp sums, the staging and mma, and the atomics cost where ncu cannot
 read counters. Probe modes have no error check (their gradients are wrong by design).
 A scene whose file is missing is skipped with a note. Needs a CUDA GPU."""
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -42,7 +41,7 @@ from gsexp.render import render  # noqa: E402
 
 SCENE_UP = {"lego": "z", "biker": "-y"}  # Blender scenes are z-up; INRIA/COLMAP PLYs -y
 NAMES = ("means", "log_scales", "quats", "opacity_logits", "sh", "means2d")
-PROBES = ("walk", "no_atomics")
+PROBES = {"walk": 2, "no_atomics": 1}  # csrc/kernels.h BackwardProbe
 
 
 def split_mode(mode: str) -> tuple[str, str]:
@@ -111,13 +110,14 @@ class Case:
     def backward(self, mode: str, view: int):
         out, grad_image, grad_alpha = self.graphs[mode][view]
         inputs = [getattr(self.leaves, k) for k in NAMES[:-1]] + [out.means2d]
-        probe = split_mode(mode)[1]
-        if probe:  # read by the extension at each launch
-            os.environ["GSEXP_BACKWARD_PROBE"] = probe
+        probe = PROBES.get(split_mode(mode)[1], 0)
+        from gsexp.render.cuda import load
+        ext = load()
+        ext.set_backward_probe(probe)  # used by every launch until set back
         try:
             return torch.autograd.grad((out.image, out.alpha), inputs, (grad_image, grad_alpha), retain_graph=True)
         finally:
-            os.environ.pop("GSEXP_BACKWARD_PROBE", None)
+            ext.set_backward_probe(0)
 
 
 def kernel_ms(case: Case, mode: str) -> float:
