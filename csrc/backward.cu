@@ -100,12 +100,8 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
       const float blue = warp_sum(g[8]);
       const float sum = warp_sum8(reinterpret_cast<float(&)[8]>(g), lane);
       const int id = s.id[j];
-      if constexpr (PROBE == PROBE_NO_ATOMICS) {
-        kept += sum + blue + (float)id;
-        continue;
-      }
-      if ((lane & 3) == 0) atomicAdd(slot.base + slot.stride * id, sum);
-      if (lane == 0) atomicAdd(&args.grad_colors[3 * id + 2], blue);
+      if ((lane & 3) == 0) grad_add<PROBE>(slot.base + slot.stride * id, sum, kept);
+      if (lane == 0) grad_add<PROBE>(&args.grad_colors[3 * id + 2], blue, kept);
     }
   }
   if constexpr (PROBE != PROBE_NONE) keep(kept, args.grad_opacity);

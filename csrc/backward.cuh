@@ -97,6 +97,16 @@ __device__ inline bool unblend(Walk& w, const PixelGrad& p, const Batch& b, int 
   return true;
 }
 
+// An atomic add of the blend backward; PROBE_NO_ATOMICS leaves it out but keeps its value and
+// address computed (summed into kept, which keep() then guards).
+template <int PROBE>
+__device__ inline void grad_add(float* p, float v, float& kept) {
+  if constexpr (PROBE == PROBE_NO_ATOMICS)
+    kept += v + (float)(unsigned)(size_t)p;
+  else
+    atomicAdd(p, v);
+}
+
 // A probe's stand-in for a store it leaves out: keeps v computed, writes only if v has one
 // NaN bit pattern no gradient takes.
 __device__ inline void keep(float v, float* sink) {

@@ -164,24 +164,15 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(Blend
           const float4 co = s.co[j];
           const float mx = s.xy[j].x - ox, my = s.xy[j].y - oy;
           const float lx = co.x * mx + co.y * my, ly = co.z * my + co.y * mx;
-          if constexpr (PROBE == PROBE_NO_ATOMICS) {
-            kept += (-lx * sums[0] + co.x * sums[1] + co.y * sums[2]) + (-ly * sums[0] + co.y * sums[1] + co.z * sums[2]) +
-                    (-0.5f * mx * mx * sums[0] + mx * sums[1] - 0.5f * sums[3]) +
-                    (-mx * my * sums[0] + my * sums[1] + mx * sums[2] - sums[5]) +
-                    (-0.5f * my * my * sums[0] + my * sums[2] - 0.5f * sums[4]) + sums[0] / co.w + (float)id;
-          } else {
-          atomicAdd(&args.grad_means2d[2 * id], -lx * sums[0] + co.x * sums[1] + co.y * sums[2]);
-          atomicAdd(&args.grad_means2d[2 * id + 1], -ly * sums[0] + co.y * sums[1] + co.z * sums[2]);
-          atomicAdd(&args.grad_conic[3 * id], -0.5f * mx * mx * sums[0] + mx * sums[1] - 0.5f * sums[3]);
-          atomicAdd(&args.grad_conic[3 * id + 1], -mx * my * sums[0] + my * sums[1] + mx * sums[2] - sums[5]);
-          atomicAdd(&args.grad_conic[3 * id + 2], -0.5f * my * my * sums[0] + my * sums[2] - 0.5f * sums[4]);
-          atomicAdd(&args.grad_opacity[id], sums[0] / co.w);  // alpha = o exp(power)
-          }
+          grad_add<PROBE>(&args.grad_means2d[2 * id], -lx * sums[0] + co.x * sums[1] + co.y * sums[2], kept);
+          grad_add<PROBE>(&args.grad_means2d[2 * id + 1], -ly * sums[0] + co.y * sums[1] + co.z * sums[2], kept);
+          grad_add<PROBE>(&args.grad_conic[3 * id], -0.5f * mx * mx * sums[0] + mx * sums[1] - 0.5f * sums[3], kept);
+          grad_add<PROBE>(&args.grad_conic[3 * id + 1], -mx * my * sums[0] + my * sums[1] + mx * sums[2] - sums[5], kept);
+          grad_add<PROBE>(&args.grad_conic[3 * id + 2], -0.5f * my * my * sums[0] + my * sums[2] - 0.5f * sums[4], kept);
+          grad_add<PROBE>(&args.grad_opacity[id], sums[0] / co.w, kept);  // alpha = o exp(power)
         } else {
           const float* sums = stage_w + g * STRIDE;
-          for (int ch = 0; ch < 3; ++ch)
-            if constexpr (PROBE == PROBE_NO_ATOMICS) kept += sums[ch] + sums[ch + 3] + (float)id;
-            else atomicAdd(&args.grad_colors[3 * id + ch], sums[ch] + sums[ch + 3]);
+          for (int ch = 0; ch < 3; ++ch) grad_add<PROBE>(&args.grad_colors[3 * id + ch], sums[ch] + sums[ch + 3], kept);
         }
       }
       __syncwarp();

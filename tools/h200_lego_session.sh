@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session on lego for the studies that start from a trained lego model: issue 20's
 # backward bench with its probes (and ncu where the machine reads counters), issue 22's viewer
-# overhead. Staged here with
+# overhead and the PLY for its screenshot. Staged here with
 #   python ../shared/tools/stage_gpu_job.py --scene nerf_synthetic/lego --test-every 8
 #   mv .device/data /tmp/staged && python tools/webp_stage.py pack /tmp/staged/lego .device/lego_webp
 #   mkdir -p .device/shared/data/scenes && cp ../shared/data/scenes/biker.compressed.ply .device/shared/data/scenes/
@@ -10,7 +10,7 @@
 # (51 MiB; no LPIPS weights: the base run's LPIPS is skipped.)
 # On the GPU machine (the machine goes 30 s after a call: chain the calls with no gap):
 #   source .device/env.sh; mkdir -p /tmp/gs; setsid nohup bash tools/h200_lego_session.sh > /tmp/gs/job.log 2>&1 < /dev/null &
-#   bash tools/h200_lego_session.sh collect 570     # waits for "done" (at most 570 s), copies results to $OUT
+#   bash tools/h200_lego_session.sh collect 570     # waits for "done" (at most 570 s), packs results into $OUT
 set -u
 W=/tmp/gs; mkdir -p $W
 export GSEXP_SHARED=$PWD/.device/shared
@@ -18,10 +18,10 @@ log() { echo "[$(date +%T)] $*" | tee -a $W/steps.log; }
 if [ "${1:-}" = collect ]; then
   for _ in $(seq "${2:-0}"); do grep -q "] done" $W/steps.log 2>/dev/null && break; sleep 1; done
   cat $W/steps.log
-  # a call brings back at most 8 files: everything goes into one archive
+  # a call brings back at most 8 files: the small ones in one archive, the PLY in 15 MB parts
   cp /tmp/scale/runs/base/results.json $W/base_results.json 2>/dev/null
-  (cd $W && find . -maxdepth 1 -type f \( -name '*.log' -o -name '*.json' -o -name '*.md' -o -name '*.err' \
-    -o -name '*.csv' \) -size -15M -print0 | tar czf "$OUT"/gs.tgz --null -T -) && ls -la "$OUT"
+  mkdir -p "$OUT" && tar -C /tmp --exclude='*.pt' --exclude='*.ply' --exclude=ply -czf "$OUT"/gs.tgz gs
+  [ -d $W/ply ] && cp $W/ply/* "$OUT"/
   exit 0
 fi
 log start
@@ -48,4 +48,8 @@ if [ -n "$NCU" ]; then  # counters are read only on Firecracker machines (uname 
 else log "issue 20 ncu: not found"; fi
 python experiments/viewer/overhead.py $BASE --steps 1000 --rounds 4 --json $W/overhead.json > $W/overhead.log 2>&1
 log "issue 22 overhead rc=$?"
+# the model for issue 22's screenshot, taken on the CPU machine (cat the parts back together)
+mkdir -p $W/ply && split -b 15m $BASE/point_cloud.ply $W/ply/lego_fast.ply.part_; log "issue 22 ply split"
+# issue 23's scale study (experiments/scale/run.sh) needs the peer and the LPIPS weights, which do
+# not fit beside viser's wheels: it runs from a carry of its own.
 log done

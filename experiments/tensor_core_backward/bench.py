@@ -25,6 +25,7 @@ import json
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -48,6 +49,22 @@ def split_mode(mode: str) -> tuple[str, str]:
     """'gemm_tf32@walk' -> ('gemm_tf32', 'walk'); a plain mode has probe ''."""
     base, _, probe = mode.partition("@")
     return base, probe
+
+
+@contextmanager
+def probing(probe: str):
+    """The extension's backward with `probe` left out ('' leaves nothing out), set back after."""
+    if not probe:
+        yield
+        return
+    from gsexp.render.cuda import load
+    ext = load()
+    if not ext.set_backward_probe(PROBES[probe]):  # every launch uses it until set back
+        sys.exit(f"bench.py: the extension refused probe {probe!r}: rebuild it (csrc/kernels.h BackwardProbe)")
+    try:
+        yield
+    finally:
+        ext.set_backward_probe(0)
 
 
 def checked(modes) -> list:
@@ -110,14 +127,8 @@ class Case:
     def backward(self, mode: str, view: int):
         out, grad_image, grad_alpha = self.graphs[mode][view]
         inputs = [getattr(self.leaves, k) for k in NAMES[:-1]] + [out.means2d]
-        probe = PROBES.get(split_mode(mode)[1], 0)
-        from gsexp.render.cuda import load
-        ext = load()
-        ext.set_backward_probe(probe)  # used by every launch until set back
-        try:
+        with probing(split_mode(mode)[1]):
             return torch.autograd.grad((out.image, out.alpha), inputs, (grad_image, grad_alpha), retain_graph=True)
-        finally:
-            ext.set_backward_probe(0)
 
 
 def kernel_ms(case: Case, mode: str) -> float:
