@@ -151,6 +151,34 @@ def test_live_viewer_without_a_browser_costs_nothing_and_with_one_sends_the_mode
         viewer.close()
 
 
+def test_idle_viewer_thread_blocks_until_a_browser_connects():
+    """No browser: the render thread waits on one event (no polling that takes the GIL from
+    training), connect and disconnect flip has_clients, and close ends the thread."""
+    import time
+
+    from gsexp.view.server import IDLE_S, Viewer
+    from gsexp.view.source import Source
+
+    v = Viewer(Source(ground_truth(100), "synthetic"), port=0, device="cpu", height=96, verbose=False)
+    try:
+        looks, get_clients = [], v.server.get_clients
+        v.server.get_clients = lambda: looks.append(1) or get_clients()
+        time.sleep(20 * IDLE_S)
+        assert looks == [] and not v.has_clients()  # a polling thread would have looked ~20 times
+        fake = type("Client", (), {})()  # _greet moves the browser's camera: give it one to move
+        fake.atomic, fake.camera = (lambda: __import__("contextlib").nullcontext()), type("Cam", (), {})()
+        fake.camera.image_height = 0  # nothing to draw yet
+        v._greet(fake)
+        assert v.has_clients()
+        time.sleep(5 * IDLE_S)
+        assert looks, "the thread did not wake when a browser connected"
+        v._left(fake)  # viser has already removed it: no clients remain
+        assert not v.has_clients()
+    finally:
+        v.close()
+    assert not v._thread.is_alive()
+
+
 def test_training_with_the_viewer_enabled(tmp_path):
     """train() with viewer.enabled=true and no browser: it trains, serves, closes the server,
     and the final evaluation writes its ground truth | render | error images."""

@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
-# One GPU session for issue 21 (experiments/real_captures): the three acceptance lines first
-# (beer ignored / undistorted / prepared with tc_gs + accutile, the peer on the prepared data),
-# then the vanilla rows, then fern, as long as the session lasts. Staged here with
+# One GPU session for issue 21 (experiments/real_captures): the rows the first session left
+# (fern, more seeds of beer, the rest), in that order, as long as the session lasts. Staged with
 #   python ../shared/tools/stage_gpu_job.py --colmap --peer --scene colmap/beer
 #   cp ../shared/tools/peer_train_gsplat.py .device/; mkdir -p .device/shared/weights
 #   cp ../shared/weights/alexnet_features_imagenet.pth .device/shared/weights/   # LPIPS (alex)
 #   w=$(ls .device/whl/pycolmap-*.whl); mkdir /tmp/u && unzip -q -d /tmp/u $w && rm $w    # pycolmap's wheel, 38 MB,
 #   tar cf - -C /tmp/u . | xz -9e > .device/pycolmap.tar.xz                          # travels as 21 MB of tar.xz
-#   cp <viser's wheels, as in h200_lego_session.sh> .device/whl/                     # issue 22's overhead
-# 54 MiB beside a 3.3 MiB checkout, under the 64 MiB a call carries. Fern (7.3 MB) does not fit
-# beside it: a later call carries it (stage it into an ignored .device_fern/, carry that, and
-# `mkdir -p .device/data && cp -r .device_fern/data/fern .device/data/` there); without it the fern
+#   cp -r ../shared/data/llff/fern .device/data/                                      # fern, 7.3 MB
+# 52 MiB beside a 3.5 MiB checkout, under the 64 MiB a call carries. Without fern the fern
 # steps are skipped.
 # On the GPU machine (the machine goes 30 s after a call: chain the calls with no gap):
 #   source .device/env.sh; mkdir -p /tmp/rc; setsid nohup bash tools/h200_beer_session.sh > /tmp/rc/job.log 2>&1 < /dev/null &
@@ -35,18 +32,24 @@ export EXTRA="log_every=100 pair_capacity=true lpips_net=alex"  # lego_fast's st
 log start
 [ -f .device/pycolmap.tar.xz ] && { tar xJf .device/pycolmap.tar.xz -C /tmp/site; log "pycolmap unpacked rc=$?"; }
 python -c "from gsexp.render.cuda import build; build.load()" > $L/build.log 2>&1; log "build rc=$?"
+# 2026-12-04 (first session): beer with tc_gs (3 rows), the peer on prepared, the overhead, vanilla
+# ignored/undistorted. This order finishes the study: fern, then more seeds for beer's distortion
+# question, then the rows still empty. Fern travels instead of viser's wheels (issue 22's
+# overhead now runs in h200_lego_session.sh).
+if [ -d .device/data/fern ]; then
+  DATAS="fern_ignored fern_undistorted fern_prepared" $RUN scenes > $L/scenes_fern.log 2>&1; log "fern scenes rc=$?"
+  DATAS="fern_ignored fern_undistorted fern_prepared" RASTERS=tcgs_accutile $RUN train > $L/train_fern_tcgs.log 2>&1
+  log "fern tc_gs rc=$?"
+  PEERS=fern_prepared $RUN peer > $L/peer_fern_prepared.log 2>&1; log "peer fern_prepared rc=$?"
+fi
+SEEDS="1 2" DATAS="beer_ignored beer_undistorted" RASTERS=tcgs_accutile $RUN train > $L/train_beer_seeds.log 2>&1
+log "beer tc_gs seeds 1 2 rc=$?"
+if [ -d .device/data/fern ]; then
+  DATAS="fern_ignored fern_undistorted fern_prepared" RASTERS=vanilla $RUN train > $L/train_fern_vanilla.log 2>&1
+  log "fern vanilla rc=$?"
+  PEERS=fern_undistorted $RUN peer > $L/peer_fern_undistorted.log 2>&1; log "peer fern_undistorted rc=$?"
+fi
 s=$(date +%s); DATAS=beer_prepared $RUN scenes > $L/scenes_beer.log 2>&1; log "prepare beer rc=$? ($(( $(date +%s) - s )) s)"
-DATAS="beer_ignored beer_undistorted beer_prepared" RASTERS=tcgs_accutile $RUN train > $L/train_beer_tcgs.log 2>&1
-log "beer tc_gs rc=$?"
-PEERS=beer_prepared $RUN peer > $L/peer_beer_prepared.log 2>&1; log "peer beer_prepared rc=$?"
-# issue 22: what viewer.enabled=true costs a step with no browser, on the trained beer model
-python experiments/viewer/overhead.py /tmp/real_captures/runs/runs/beer_prepared_tcgs_accutile --steps 1000 --rounds 4 \
-  --json $L/overhead.json > $L/overhead.log 2>&1; log "issue 22 overhead rc=$?"
-DATAS="beer_ignored beer_undistorted beer_prepared" RASTERS=vanilla $RUN train > $L/train_beer_vanilla.log 2>&1
-log "beer vanilla rc=$?"
+DATAS=beer_prepared RASTERS=vanilla $RUN train > $L/train_beer_vanilla.log 2>&1; log "beer vanilla prepared rc=$?"
 PEERS=beer_undistorted $RUN peer > $L/peer_beer_undistorted.log 2>&1; log "peer beer_undistorted rc=$?"
-[ -d .device/data/fern ] || { log "fern not staged: done"; exit 0; }
-$RUN scenes > $L/scenes_fern.log 2>&1; log "fern scenes rc=$?"
-DATAS="fern_ignored fern_undistorted fern_prepared" $RUN train > $L/train_fern.log 2>&1; log "fern rc=$?"
-PEERS="fern_undistorted fern_prepared" $RUN peer > $L/peer_fern.log 2>&1; log "peer fern rc=$?"
 log done

@@ -18,6 +18,7 @@ EXTRA=${EXTRA:-}                     # more train.py overrides for every run, e.
 # beer_prepared" RASTERS=tcgs_accutile PEERS=beer_prepared (the issue's three acceptance lines first).
 DATAS=${DATAS:-beer_ignored beer_undistorted beer_prepared fern_ignored fern_undistorted fern_prepared}
 RASTERS=${RASTERS:-vanilla tcgs_accutile}
+SEEDS=${SEEDS:-0}                    # train.py's seed; a run with seed s != 0 is named <data>_<raster>_s<s>
 PEERS=${PEERS:-beer_undistorted beer_prepared fern_undistorted fern_prepared}
 
 # data label -> the data overrides
@@ -38,7 +39,9 @@ case "${1:-}" in
 scenes)
   mkdir -p "$W"
   # a scene made by an earlier call is kept (prepare refuses to replace one without --overwrite)
-  [ -f "$W/beer_prepared/prepare.json" ] || python -m gsexp.prepare "$D/beer/images" "$W/beer_prepared"
+  if [[ "$DATAS" == *beer* ]]; then
+    [ -f "$W/beer_prepared/prepare.json" ] || python -m gsexp.prepare "$D/beer/images" "$W/beer_prepared"
+  fi
   if [[ "$DATAS" == *fern* ]]; then
     [ -f "$W/fern_prepared/prepare.json" ] || python -m gsexp.prepare "$D/fern/images_8" "$W/fern_prepared"
     [ -d "$W/fern_colmap/sparse" ] || python experiments/real_captures/llff_to_colmap.py "$D/fern" "$W/fern_colmap"
@@ -47,11 +50,13 @@ scenes)
 train)
   for data in $DATAS; do
     for raster in $RASTERS; do
-      name="${data}_${raster}"
-      if grep -qs '"status": "ok"' "$R/runs/$name/summary.json"; then echo "done: $name"; continue; fi
-      # shellcheck disable=SC2086  # the overrides are words
-      python train.py ${DATA[$data]} ${RASTER[$raster]} iterations="$ITERS" logger=none \
-        paths.root="$R" name="$name" resume=auto $EXTRA
+      for seed in $SEEDS; do
+        name="${data}_${raster}"; [ "$seed" = 0 ] || name="${name}_s$seed"
+        if grep -qs '"status": "ok"' "$R/runs/$name/summary.json"; then echo "done: $name"; continue; fi
+        # shellcheck disable=SC2086  # the overrides are words
+        python train.py ${DATA[$data]} ${RASTER[$raster]} iterations="$ITERS" logger=none \
+          paths.root="$R" name="$name" seed="$seed" resume=auto $EXTRA
+      done
     done
   done
   ;;

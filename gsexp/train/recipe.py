@@ -68,7 +68,7 @@ def loop_step(run: Run, step: int, timer: PhaseTimer, logger, viewer) -> dict:
     out, loss, target = train_step(run, step, timer)
     timer.end()
     shown = log_step(run, logger, step, out, loss, target, time.perf_counter() - step_start, timer.read()) if log else {}
-    viewer.step(step + 1)  # without a browser connected: one look at the client list
+    viewer.step(step + 1)  # without a browser connected: one flag read
     return shown
 
 

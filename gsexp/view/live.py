@@ -1,7 +1,7 @@
 """The viewer during training (`viewer.enabled=true`): the model as it trains, and the loss and
 PSNR curves.
 
-Without a browser connected, a step costs one look at the client list: no copy of the model,
+Without a browser connected, a step costs one flag read: no copy of the model,
 no render, no GPU sync. With one, the model is copied (on its device, no sync) at most every
 `every_s` seconds and the viewer's own thread renders it."""
 from __future__ import annotations

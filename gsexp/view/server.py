@@ -1,7 +1,8 @@
 """The viewer: a viser server whose background is gsexp's own render of each browser's camera.
 
 A thread draws a frame for a client when its camera, the model or a control changed since
-its last frame, and sleeps otherwise: with no browser connected it renders nothing."""
+its last frame, and sleeps otherwise. With no browser connected it blocks until one connects:
+no wake-ups, so it takes no GIL from a training loop that is bound by kernel launches."""
 from __future__ import annotations
 
 import threading
@@ -16,7 +17,7 @@ from gsexp.view import cameras as cams
 from gsexp.view.controls import Controls, rasterizer_specs
 from gsexp.view.source import Source
 
-IDLE_S = 0.02  # how often an idle render thread looks for work
+IDLE_S = 0.02  # how often the render thread looks for work while a browser is connected
 
 
 class Viewer:
@@ -42,8 +43,10 @@ class Viewer:
         self.last: dict = {}  # the newest frame's stats (what the page shows)
         self.frame: np.ndarray | None = None  # the newest frame sent, [H, W, 3] uint8 (screenshots, checks)
         self._add_cameras()
-        self.server.on_client_connect(self._greet)
         self._stop = threading.Event()
+        self._connected = threading.Event()  # set while any browser is connected
+        self.server.on_client_connect(self._greet)
+        self.server.on_client_disconnect(self._left)
         self._thread = threading.Thread(target=self._loop, name="gsexp-viewer", daemon=True)
         self._thread.start()
 
@@ -55,15 +58,23 @@ class Viewer:
             self._model, self._model_version = gaussians, self._model_version + 1
 
     def has_clients(self) -> bool:
-        return bool(self.server.get_clients())
+        """A flag read (no lock, no copy): the training loop asks every step."""
+        return self._connected.is_set()
 
     def close(self) -> None:
         self._stop.set()
+        self._connected.set()  # wakes a thread blocked on it, which then sees _stop
         self._thread.join(timeout=5)
         self.server.stop()
 
+    def _left(self, _client) -> None:
+        # viser removes the client before this runs; another may have come meanwhile
+        if not self.server.get_clients():
+            self._connected.clear()
+
     def _greet(self, client) -> None:
         """Open on the first training camera (or a view framing the model), the scene's up."""
+        self._connected.set()
         position, target, up = cams.start_view(self.source.gaussians, self.source.train_cameras)
         with client.atomic():
             client.camera.up_direction = up
@@ -105,6 +116,7 @@ class Viewer:
     def _loop(self) -> None:
         drawn: dict[int, tuple] = {}  # client id -> what its last frame showed
         while not self._stop.is_set():
+            self._connected.wait()  # no browser: block, no wake-ups
             busy = False
             for cid, client in list(self.server.get_clients().items()):
                 key = (client.camera.update_timestamp, self._model_version, self.controls.version)
