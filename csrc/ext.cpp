@@ -217,8 +217,9 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   // stays on the device for the caller to check later.
   auto count = n > 0 ? offsets.narrow(0, n - 1, 1) : torch::zeros({1}, offsets.options());
   const int64_t num_pairs = capacity > 0 ? capacity : count.item<int64_t>();
-  TORCH_CHECK(num_pairs < (1LL << 31), "gsexp cuda rasterizer: ", num_pairs,
-              " (tile, Gaussian) pairs exceed the 2^31 limit; render at a lower resolution");
+  // int pair indices; the last 256 below 2^31 would wrap the ranges' block count (n + 255) / 256
+  TORCH_CHECK(num_pairs <= INT32_MAX - 256, "gsexp cuda rasterizer: ", num_pairs,
+              " (tile, Gaussian) pairs exceed the limit of 2^31 - 257; render at a lower resolution");
   const int64_t unused_key = ((int64_t)num_tiles << 32) | 0xFFFFFFFFLL;  // sorts after every pair
   auto keys = capacity > 0 ? torch::full({num_pairs}, unused_key, f32.dtype(torch::kInt64))
                            : torch::empty({num_pairs}, f32.dtype(torch::kInt64));

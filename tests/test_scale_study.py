@@ -27,10 +27,10 @@ def test_study_pipeline_on_the_cpu(shared, tmp_path):
         "--warmup", "1", "--set", "rasterizer=torch", "--set", "device=cpu", "--set", "data.downscale=16",
         "--set", "eval_lpips=false", "--out", tmp_path / "train/gsexp_6K_r1.json")
     step = json.loads((tmp_path / "train/gsexp_6K_r1.json").read_text())
-    assert step["num_gaussians"] == 6_000 and step["step_ms_median"] > 0
+    assert step["num_gaussians"] == 6_000 and step["step_ms_median"] > 0 and step["pair_overflows"] == 0
 
     out = run(SCALE / "summarize.py", tmp_path, "--out", tmp_path / "summary").stdout
-    assert "| 6,000 |" in out and "| 12,000 |" in out and "Training step" in out
+    assert "| 6,000 |" in out and "| 12,000 |" in out and "Training step" in out and "pair overflows" in out
     assert (tmp_path / "summary/cost_per_pair.png").stat().st_size > 0
     assert (tmp_path / "summary/results.md").read_text().strip() == out.strip()
 

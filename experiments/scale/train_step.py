@@ -34,7 +34,8 @@ def lego_path(arg: Path | None) -> Path:
 
 
 def gsexp_step(a):
-    """(step(i), number of Gaussians) for gsexp's trainer."""
+    """(step(i), number of Gaussians, device, extra()) for gsexp's trainer; extra() says how many
+    renders overflowed their pair capacity (they dropped pairs, so their step is not the real one)."""
     import tempfile
 
     from hydra import compose, initialize_config_dir
@@ -50,11 +51,18 @@ def gsexp_step(a):
         cfg = validate(compose("train", overrides=force_rasterizer_switches(overrides)))
     run = setup(cfg, Path(tempfile.mkdtemp(prefix="gsexp_step_")))
     timer = PhaseTimer(run.device)
-    return lambda i: train_step(run, START + i, timer), len(run.params["means"]), run.device
+    def extra():
+        if run.device.type == "cuda":
+            torch.cuda.synchronize()
+        run.pairs.capacity(exact=False)  # reads back the counts still pending
+        return {"pair_overflows": run.pairs.overflows}
+
+    return lambda i: train_step(run, START + i, timer), len(run.params["means"]), run.device, extra
 
 
 def gsplat_step(a):
-    """(step(i), number of Gaussians) for the peer trainer's step at the same point of its run."""
+    """(step(i), number of Gaussians, device, extra()) for the peer trainer's step at the same
+    point of its run."""
     import gsplat
     from gsplat.strategy import DefaultStrategy
 
@@ -99,7 +107,7 @@ def gsplat_step(a):
             o.step()
             o.zero_grad(set_to_none=True)
 
-    return step, len(params["means"]), dev
+    return step, len(params["means"]), dev, dict
 
 
 def measure(step, device, warmup: int, n: int) -> dict:
@@ -142,10 +150,10 @@ def main(argv=None) -> int:
         p.error("--steps and --warmup must be >= 1 (the warm-up sizes the pair buffers)")
     if a.set and a.trainer != "gsexp":
         p.error("--set overrides gsexp's config; the peer has none")
-    step, n, device = (gsexp_step if a.trainer == "gsexp" else gsplat_step)(a)
+    step, n, device, extra = (gsexp_step if a.trainer == "gsexp" else gsplat_step)(a)
     result = {"trainer": a.trainer, "ply": str(a.ply), "num_gaussians": n, "set": a.set,
               "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-              **measure(step, device, a.warmup, a.steps)}
+              **measure(step, device, a.warmup, a.steps), **extra()}
     print(json.dumps(result))
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)

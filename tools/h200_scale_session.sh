@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One GPU session for issue 23's scaling study (experiments/scale/run.sh: base, models, render,
+# train, collect). Staged here (about 46 MiB beside the checkout; no LPIPS weights: the base
+# run skips LPIPS, which the study does not use):
+#   mkdir -p .device_scale/whl && cp .device/env.sh .device_scale/    # .device: the lego staging,
+#   cp -r .device/lego_webp .device_scale/                           # see h200_lego_session.sh
+#   cp .device/whl/{antlr4,hydra,lpips,omegaconf,plyfile}*.whl .device_scale/whl/
+#   python ../shared/tools/stage_gpu_job.py --peer    # then copy its gsplat wheel into .device_scale/whl/
+#   (swap it in as .device before the call: mv .device .device_lego && mv .device_scale .device)
+# On the GPU machine (the machine goes 30 s after a call: chain the calls with no gap):
+#   source .device/env.sh; mkdir -p /tmp/sc; setsid nohup bash tools/h200_scale_session.sh > /tmp/sc/job.log 2>&1 < /dev/null &
+#   bash tools/h200_scale_session.sh collect 570     # then again until "done"; packs $OUT/scale.tgz
+# run.sh skips what an earlier call finished, so the script can be started again.
+set -u
+L=/tmp/sc; mkdir -p $L
+log() { echo "[$(date +%T)] $*" | tee -a $L/steps.log; }
+if [ "${1:-}" = collect ]; then
+  for _ in $(seq "${2:-0}"); do grep -q "] done" $L/steps.log 2>/dev/null && break; sleep 1; done
+  cat $L/steps.log
+  OUT=/tmp/sc_out bash experiments/scale/run.sh collect > $L/collect.log 2>&1 || echo "collect rc=$?"
+  mkdir -p "$OUT" && tar czf "$OUT"/scale.tgz -C /tmp scale/render scale/train scale/summary sc 2>/dev/null; ls -la "$OUT"
+  exit 0
+fi
+log start
+[ -d /tmp/lego ] || python tools/webp_stage.py unpack .device/lego_webp /tmp/lego > $L/unpack.log 2>&1
+python -c "from gsexp.render.cuda import build; build.load()" > $L/build.log 2>&1; log "build rc=$?"
+export LEGO=/tmp/lego
+for step in base models render train; do
+  s=$(date +%s); bash experiments/scale/run.sh $step > $L/$step.log 2>&1; log "$step rc=$? ($(( $(date +%s) - s )) s)"
+done
+log done
