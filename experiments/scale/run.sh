@@ -39,7 +39,8 @@ for step in "$@"; do
       for round in $(seq "$ROUNDS"); do for s in $TRAIN_SIZES; do for t in gsexp gsplat; do
         out="$W"/train/${t}_${s}_r$round.json
         [ -f "$out" ] || python experiments/scale/train_step.py --ply "$W"/models/lego_$s.ply --trainer $t \
-          --data-path "$LEGO" --steps 100 --warmup 20 --out "$out"
+          --data-path "$LEGO" --steps 100 --warmup 100 --out "$out"  # warm-up: a pass over lego's 100
+          # views, so the pair capacity has seen every view's count before the clock (no dropped pairs)
       done; done; done ;;
     collect)
       python experiments/scale/summarize.py "$W" --out "$W"/summary
