@@ -25,3 +25,14 @@ def test_counts_come_back_without_a_sync_and_overflows_are_counted():
     with pytest.warns(UserWarning, match="dropped 5"):
         budget.capacity(exact=False)
     assert budget.overflows == 1 and max(budget.counts) == capacity + 5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_settled_overflows_waits_for_counts_still_on_their_way():
+    budget = PairBudget(True)
+    budget.record(100, None)
+    capacity = budget.capacity(exact=False)
+    torch.cuda._sleep(10_000_000)  # the count's copy is still queued behind this when asked
+    budget.record(torch.tensor([capacity + 5], device="cuda"), capacity)
+    with pytest.warns(UserWarning, match="dropped 5"):
+        assert budget.settled_overflows() == 1

@@ -51,13 +51,8 @@ def gsexp_step(a):
         cfg = validate(compose("train", overrides=force_rasterizer_switches(overrides)))
     run = setup(cfg, Path(tempfile.mkdtemp(prefix="gsexp_step_")))
     timer = PhaseTimer(run.device)
-    def extra():
-        if run.device.type == "cuda":
-            torch.cuda.synchronize()
-        run.pairs.capacity(exact=False)  # reads back the counts still pending
-        return {"pair_overflows": run.pairs.overflows}
-
-    return lambda i: train_step(run, START + i, timer), len(run.params["means"]), run.device, extra
+    return (lambda i: train_step(run, START + i, timer), len(run.params["means"]), run.device,
+            lambda: {"pair_overflows": run.pairs.settled_overflows()})
 
 
 def gsplat_step(a):
@@ -107,7 +102,7 @@ def gsplat_step(a):
             o.step()
             o.zero_grad(set_to_none=True)
 
-    return step, len(params["means"]), dev, dict
+    return step, len(params["means"]), dev, lambda: {}
 
 
 def measure(step, device, warmup: int, n: int) -> dict:

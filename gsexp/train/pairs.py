@@ -42,6 +42,14 @@ class PairBudget:
         event.record()
         self.pending.append((host, event, capacity))
 
+    def settled_overflows(self) -> int:
+        """`overflows`, counting the renders whose counts are still on their way (waits for them):
+        for a summary at the end, not for the loop."""
+        for _, event, _ in self.pending:
+            event.synchronize()
+        self._poll()
+        return self.overflows
+
     def _poll(self) -> None:
         while self.pending and self.pending[0][1].query():
             host, _, capacity = self.pending.pop(0)

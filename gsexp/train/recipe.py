@@ -54,7 +54,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
     timer.read()
     trained = {"device": run.device.type if run.device.type == "cpu" else torch.cuda.get_device_name(run.device),
                "train_seconds": train_seconds, "phase_ms": timer.medians(), "peak_memory_mb": peak_memory_mb(run.device),
-               "pair_overflows": run.pairs.overflows}
+               "pair_overflows": run.pairs.settled_overflows()}
     return {**finish(run, run_dir, logger, lpips_net, train_seconds), **trained, "attempts": run.attempts, "error": None,
             "overrides": list(overrides), "status": "ok"}
 
