@@ -25,12 +25,18 @@ def test_study_pipeline_on_the_cpu(shared, tmp_path):
             "--json", tmp_path / f"render/m_{size}.json")
     run(SCALE / "train_step.py", "--ply", tmp_path / "models/m_6K.ply", "--trainer", "gsexp", "--steps", "2",
         "--warmup", "1", "--set", "rasterizer=torch", "--set", "device=cpu", "--set", "data.downscale=16",
-        "--set", "eval_lpips=false", "--out", tmp_path / "train/gsexp_6K_r1.json")
+        "--set", "eval_lpips=false", "--profile", "2", "--top", "5", "--out", tmp_path / "train/gsexp_6K_r1.json")
     step = json.loads((tmp_path / "train/gsexp_6K_r1.json").read_text())
     assert step["num_gaussians"] == 6_000 and step["step_ms_median"] > 0 and step["pair_overflows"] == 0
+    prof = step["profile"]  # on a CPU: the ops with the most self time, and the step's phases
+    assert prof["steps"] == 2 and len(prof["top"]) == 5 and prof["total_ms_per_step"] > prof["top"][0]["ms_per_step"] > 0
+    assert set(step["phase_ms"]) >= {"render", "backward", "optimizer"} and step["phase_ms"]["backward"] > 0
+    (tmp_path / "profile").mkdir()
+    (tmp_path / "profile/gsexp_6K.json").write_text(json.dumps(step))
 
     out = run(SCALE / "summarize.py", tmp_path, "--out", tmp_path / "summary").stdout
     assert "| 6,000 |" in out and "| 12,000 |" in out and "Training step" in out and "pair overflows" in out
+    assert "Where a training step goes at 6,000 Gaussians" in out and f"| 1 | {prof['top'][0]['name'][:20]}" in out
     assert (tmp_path / "summary/cost_per_pair.png").stat().st_size > 0
     assert (tmp_path / "summary/results.md").read_text().strip() == out.strip()
 

@@ -32,24 +32,14 @@ export EXTRA="log_every=100 pair_capacity=true lpips_net=alex"  # lego_fast's st
 log start
 [ -f .device/pycolmap.tar.xz ] && { tar xJf .device/pycolmap.tar.xz -C /tmp/site; log "pycolmap unpacked rc=$?"; }
 python -c "from gsexp.render.cuda import build; build.load()" > $L/build.log 2>&1; log "build rc=$?"
-# 2026-12-04 (first session): beer with tc_gs (3 rows), the peer on prepared, the overhead, vanilla
-# ignored/undistorted. This order finishes the study: fern, then more seeds for beer's distortion
-# question, then the rows still empty. Fern travels instead of viser's wheels (issue 22's
-# overhead now runs in h200_lego_session.sh).
+# 2026-12-04 (two sessions) filled the grid but for vanilla on the prepared scenes and the peer on
+# the undistorted ones; those run now, quickest first.
 if [ -d .device/data/fern ]; then
-  DATAS="fern_ignored fern_undistorted fern_prepared" $RUN scenes > $L/scenes_fern.log 2>&1; log "fern scenes rc=$?"
-  DATAS="fern_ignored fern_undistorted fern_prepared" RASTERS=tcgs_accutile $RUN train > $L/train_fern_tcgs.log 2>&1
-  log "fern tc_gs rc=$?"
-  PEERS=fern_prepared $RUN peer > $L/peer_fern_prepared.log 2>&1; log "peer fern_prepared rc=$?"
-fi
-SEEDS="1 2" DATAS="beer_ignored beer_undistorted" RASTERS=tcgs_accutile $RUN train > $L/train_beer_seeds.log 2>&1
-log "beer tc_gs seeds 1 2 rc=$?"
-if [ -d .device/data/fern ]; then
-  DATAS="fern_ignored fern_undistorted fern_prepared" RASTERS=vanilla $RUN train > $L/train_fern_vanilla.log 2>&1
-  log "fern vanilla rc=$?"
-  PEERS=fern_undistorted $RUN peer > $L/peer_fern_undistorted.log 2>&1; log "peer fern_undistorted rc=$?"
+  DATAS=fern_prepared $RUN scenes > $L/scenes_fern.log 2>&1; log "prepare fern rc=$?"
+  DATAS=fern_prepared RASTERS=vanilla $RUN train > $L/train_fern_vanilla.log 2>&1; log "fern vanilla prepared rc=$?"
 fi
 s=$(date +%s); DATAS=beer_prepared $RUN scenes > $L/scenes_beer.log 2>&1; log "prepare beer rc=$? ($(( $(date +%s) - s )) s)"
 DATAS=beer_prepared RASTERS=vanilla $RUN train > $L/train_beer_vanilla.log 2>&1; log "beer vanilla prepared rc=$?"
+[ -d .device/data/fern ] && { PEERS=fern_undistorted $RUN peer > $L/peer_fern_undistorted.log 2>&1; log "peer fern_undistorted rc=$?"; }
 PEERS=beer_undistorted $RUN peer > $L/peer_beer_undistorted.log 2>&1; log "peer beer_undistorted rc=$?"
 log done

@@ -17,15 +17,17 @@ log() { echo "[$(date +%T)] $*" | tee -a $L/steps.log; }
 if [ "${1:-}" = collect ]; then
   for _ in $(seq "${2:-0}"); do grep -q "] done" $L/steps.log 2>/dev/null && break; sleep 1; done
   cat $L/steps.log
-  OUT=/tmp/sc_out bash experiments/scale/run.sh collect > $L/collect.log 2>&1 || echo "collect rc=$?"
-  mkdir -p "$OUT" && tar czf "$OUT"/scale.tgz -C /tmp scale/render scale/train scale/summary sc 2>/dev/null; ls -la "$OUT"
+  env -u OUT bash experiments/scale/run.sh collect > $L/collect.log 2>&1 || echo "collect rc=$?"
+  mkdir -p "$OUT" && tar czf "$OUT"/scale.tgz -C /tmp scale/render scale/train scale/profile scale/summary sc 2>/dev/null; ls -la "$OUT"
   exit 0
 fi
 log start
 [ -d /tmp/lego ] || python tools/webp_stage.py unpack .device/lego_webp /tmp/lego > $L/unpack.log 2>&1
 python -c "from gsexp.render.cuda import build; build.load()" > $L/build.log 2>&1; log "build rc=$?"
 export LEGO=/tmp/lego
-for step in base models render train; do
+# the checks owed from the CPU side: the pair limit (csrc/ext.cpp) and settled_overflows()
+timeout 240 python -m pytest -q -x tests/test_pairs.py tests/test_cuda_intersect.py > $L/checks.log 2>&1; log "checks rc=$? $(tail -1 $L/checks.log)"
+for step in ${STEPS:-base models render train profile}; do  # e.g. STEPS="base models train profile" SIZES=""
   s=$(date +%s); bash experiments/scale/run.sh $step > $L/$step.log 2>&1; log "$step rc=$? ($(( $(date +%s) - s )) s)"
 done
 log done

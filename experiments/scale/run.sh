@@ -5,18 +5,20 @@
 #   models   grow it (python -m gsexp.bench.grow) to each of $SIZES and $TRAIN_SIZES
 #   render   python -m gsexp.bench per model and resolution: 4 gsexp variants + gsplat, interleaved
 #   train    train_step.py per size, gsexp then gsplat, $ROUNDS rounds
+#   profile  train_step.py --profile at $PROFILE_SIZES: each trainer's costliest kernels
 #   collect  summarize.py into $W/summary, and a tarball of the JSON files to $OUT
 # Steps skip what an earlier call finished, so a call cut at its time limit can be run again.
 set -euo pipefail
 W=${W:-/tmp/scale}
-SIZES=${SIZES:-"250K 500K 1M 2M 4M 6M"}
-TRAIN_SIZES=${TRAIN_SIZES:-"1M 3M 6M"}
+SIZES=${SIZES-"250K 500K 1M 2M 4M 6M"}
+TRAIN_SIZES=${TRAIN_SIZES-"1M 3M 6M"}
+PROFILE_SIZES=${PROFILE_SIZES-"3M"}
 RESOLUTIONS=${RESOLUTIONS:-"1920x1080 3840x2160"}
 ROUNDS=${ROUNDS:-2}
 LEGO=${LEGO:-${GSEXP_SHARED:-../shared}/data/nerf_synthetic/lego}
 LPIPS_NET=${LPIPS_NET:-vgg}        # alex where only AlexNet's weights are staged
 RASTERIZERS=vanilla,vanilla:intersect=accutile,tc_gs,tc_gs:intersect=accutile
-mkdir -p "$W"/models "$W"/render "$W"/train
+mkdir -p "$W"/models "$W"/render "$W"/train "$W"/profile
 
 for step in "$@"; do
   case $step in
@@ -42,11 +44,17 @@ for step in "$@"; do
           --data-path "$LEGO" --steps 100 --warmup 100 --out "$out"  # warm-up: a pass over lego's 100
           # views, so the pair capacity has seen every view's count before the clock (no dropped pairs)
       done; done; done ;;
+    profile)  # where the step goes, per trainer: the kernels of 20 steps after 30 timed
+      for s in $PROFILE_SIZES; do for t in gsexp gsplat; do
+        out="$W"/profile/${t}_$s.json
+        [ -f "$out" ] || python experiments/scale/train_step.py --ply "$W"/models/lego_$s.ply --trainer $t \
+          --data-path "$LEGO" --steps 30 --warmup 100 --profile 20 --top 15 --out "$out"
+      done; done ;;
     collect)
       python experiments/scale/summarize.py "$W" --out "$W"/summary
       if [ -n "${OUT:-}" ]; then
-        tar czf "$OUT"/scale.tgz -C "$W" render train summary
+        tar czf "$OUT"/scale.tgz -C "$W" render train profile summary
       fi ;;
-    *) echo "run.sh: unknown step '$step' (base, models, render, train, collect)" >&2; exit 2 ;;
+    *) echo "run.sh: unknown step '$step' (base, models, render, train, profile, collect)" >&2; exit 2 ;;
   esac
 done

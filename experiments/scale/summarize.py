@@ -3,7 +3,8 @@
     python experiments/scale/summarize.py <study dir> [--out experiments/scale]
 
 Reads <study dir>/render/*.json (python -m gsexp.bench, one per model and resolution) and
-<study dir>/train/*.json (train_step.py, one per trainer, size and round); writes results.md,
+<study dir>/train/*.json (train_step.py, one per trainer, size and round) and, where present,
+<study dir>/profile/*.json (train_step.py --profile); writes results.md,
 cost_per_pair.png and cost_per_gaussian.png to --out and prints results.md."""
 from __future__ import annotations
 
@@ -101,6 +102,34 @@ def train_table(results: list[dict]) -> list[str]:
                     "understate the step.", ""]
 
 
+def short(kernel: str) -> str:
+    """A kernel's name without its template arguments and signature."""
+    for sep in ("<", "("):
+        kernel = kernel.split(sep)[0]
+    return kernel.removeprefix("void ").strip() or "?"
+
+
+def profile_table(results: list[dict], top: int = 10) -> list[str]:
+    """Per size, the two trainers' costliest kernels side by side (train_step.py --profile)."""
+    by = {(r["num_gaussians"], r["trainer"]): r for r in results if r.get("profile")}
+    lines = []
+    for n in sorted({n for n, _ in by}):
+        ours, peer = by.get((n, "gsexp")), by.get((n, "gsplat"))
+        head = [f"### Where a training step goes at {n:,} Gaussians (torch.profiler, ms per step)", ""]
+        for name, r in (("gsexp", ours), ("gsplat", peer)):
+            if r:
+                head.append(f"- {name}: {r['profile']['total_ms_per_step']:.2f} ms of {r['profile']['kind']} per step "
+                            f"({r['profile']['steps']} steps)" + (", phases " + ", ".join(
+                                f"{k} {v:.2f}" for k, v in r["phase_ms"].items()) if r.get("phase_ms") else ""))
+        rows = [(r and r["profile"]["top"]) or [] for r in (ours, peer)]
+        lines += head + ["", "| # | gsexp | ms | gsplat | ms |", "|---:|---|---:|---|---:|"]
+        for i in range(min(top, max(map(len, rows)))):
+            cells = [f"{short(t[i]['name'])} | {t[i]['ms_per_step']:.3f}" if i < len(t) else "- | -" for t in rows]
+            lines.append(f"| {i + 1} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
 def plot(by_res: dict, out: Path) -> list[str]:
     import matplotlib
     matplotlib.use("Agg")
@@ -120,6 +149,10 @@ def plot(by_res: dict, out: Path) -> list[str]:
                 if pts:
                     ax.plot(*zip(*pts), marker="o", label=name)
             ax.set(xscale="log", xlabel="Gaussians (SH degree 3)", ylabel=ylabel, title=f"lego grown, {res}")
+            sizes = sorted(by_size)  # the study's sizes as ticks; log-scale minor labels collide
+            ax.set_xticks(sizes, [f"{n / 1e6:g} M" for n in sizes])
+            ax.minorticks_off()
+            ax.set_ylim(bottom=0)  # from zero, so "flat" reads as flat
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
         fig.tight_layout()
@@ -143,7 +176,7 @@ def main(argv=None) -> int:
     lines += [f"Device: {', '.join(devices)}. Source: {a.study}.", ""]
     for res, by_size in sorted(by_res.items()):
         lines += render_table(res, by_size) + stage_table(res, by_size)
-    lines += train_table(trains)
+    lines += train_table(trains) + profile_table(load(a.study / "profile"))
     a.out.mkdir(parents=True, exist_ok=True)
     if by_res:
         lines += ["Plots: " + ", ".join(plot(by_res, a.out)), ""]

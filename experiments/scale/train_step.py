@@ -1,7 +1,7 @@
 """A training step's time and peak memory on a fixed model: gsexp's own step, or the peer's.
 
     python experiments/scale/train_step.py --ply lego_3M.ply --trainer gsexp|gsplat --out step.json \
-        [--data-path <lego>] [--steps 100] [--warmup 20] [--set key=value ...]
+        [--data-path <lego>] [--steps 100] [--warmup 20] [--set key=value ...] [--profile N]
 
 Both take the model from the PLY and train on lego's views from step 20,000 of 30,000 (after
 densification, SH degree 3), so only the step's own cost is measured:
@@ -11,7 +11,9 @@ densification, SH degree 3), so only the step's own cost is measured:
   gsplat 1.5.3 `rasterization` (packed=False), 0.8 L1 + 0.2 (1 - SSIM) with gsexp.metrics.ssim,
   its DefaultStrategy's hooks, one torch Adam per group.
 Prints and writes: the median step time (CUDA events around each step), the free-running wall
-time per step, and the peak memory allocated (model, optimizer state and the step's buffers).
+time per step, and the peak memory allocated (model, optimizer state and the step's buffers);
+with --profile N, then N more steps under torch.profiler: the kernels that take the most time
+per step (and gsexp's phases), to say where one trainer's step is longer than the other's.
 Run one trainer per process: the peak is then that trainer's alone."""
 from __future__ import annotations
 
@@ -51,8 +53,22 @@ def gsexp_step(a):
         cfg = validate(compose("train", overrides=force_rasterizer_switches(overrides)))
     run = setup(cfg, Path(tempfile.mkdtemp(prefix="gsexp_step_")))
     timer = PhaseTimer(run.device)
-    return (lambda i: train_step(run, START + i, timer), len(run.params["means"]), run.device,
-            lambda: {"pair_overflows": run.pairs.settled_overflows()})
+    timed = {"on": False}  # phases are timed only in the profile pass: events cost the timed steps
+
+    def step(i):
+        timer.begin(timed["on"])
+        train_step(run, START + i, timer)
+        timer.end()
+
+    def extra(profiling: bool = False):
+        if profiling:  # the profile pass starts: time its phases too
+            timed["on"] = True
+            return {}
+        timer.read()
+        return {"pair_overflows": run.pairs.settled_overflows(),
+                **({"phase_ms": timer.medians()} if timer.medians() else {})}
+
+    return step, len(run.params["means"]), run.device, extra
 
 
 def gsplat_step(a):
@@ -102,7 +118,7 @@ def gsplat_step(a):
             o.step()
             o.zero_grad(set_to_none=True)
 
-    return step, len(params["means"]), dev, lambda: {}
+    return step, len(params["means"]), dev, lambda profiling=False: {}
 
 
 def measure(step, device, warmup: int, n: int) -> dict:
@@ -129,6 +145,32 @@ def measure(step, device, warmup: int, n: int) -> dict:
             "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else None}
 
 
+def profile_steps(step, device, start: int, n: int, top: int) -> dict:
+    """Where the step's time goes: n more steps under torch.profiler; the kernels (on a CPU the
+    ops) that take the most time, in ms per step."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        for i in range(start, start + n):
+            step(i)
+        if cuda:
+            torch.cuda.synchronize()
+    totals: dict[str, float] = {}
+    if cuda:  # kernels, memsets and copies: an op's row would also count the kernels it launched
+        for e in prof.events():
+            if e.device_type == DeviceType.CUDA:
+                totals[e.name] = totals.get(e.name, 0.0) + e.device_time_total
+    else:
+        for e in prof.key_averages():
+            totals[e.key] = e.self_cpu_time_total
+    rows = sorted(totals.items(), key=lambda kv: -kv[1])
+    return {"steps": n, "kind": "GPU kernels" if cuda else "CPU ops (self time)",
+            "total_ms_per_step": sum(totals.values()) / n / 1e3,
+            "top": [{"name": k[:160], "ms_per_step": v / n / 1e3} for k, v in rows[:top]]}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ply", type=Path, required=True)
@@ -137,18 +179,26 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="gsexp config override")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="then N more steps under torch.profiler: the top kernels in ms per step, and "
+                        "gsexp's phases (render, loss, backward, densify, optimizer)")
+    p.add_argument("--top", type=int, default=15, help="kernels listed by --profile")
     p.add_argument("--out", type=Path)
     a = p.parse_args(argv)
     if not a.ply.is_file():
         p.error(f"--ply {a.ply}: no such file")
-    if a.steps < 1 or a.warmup < 1:
-        p.error("--steps and --warmup must be >= 1 (the warm-up sizes the pair buffers)")
+    if a.steps < 1 or a.warmup < 1 or a.profile < 0:
+        p.error("--steps and --warmup must be >= 1 (the warm-up sizes the pair buffers), --profile >= 0")
     if a.set and a.trainer != "gsexp":
         p.error("--set overrides gsexp's config; the peer has none")
     step, n, device, extra = (gsexp_step if a.trainer == "gsexp" else gsplat_step)(a)
     result = {"trainer": a.trainer, "ply": str(a.ply), "num_gaussians": n, "set": a.set,
               "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-              **measure(step, device, a.warmup, a.steps), **extra()}
+              **measure(step, device, a.warmup, a.steps)}
+    if a.profile:  # after the timed steps, so profiling never slows what they measure
+        extra(profiling=True)
+        result["profile"] = profile_steps(step, device, a.warmup + a.steps, a.profile, a.top)
+    result.update(extra())
     print(json.dumps(result))
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
