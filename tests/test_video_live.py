@@ -76,6 +76,26 @@ def test_viewer_cameras_round_trip():
         assert again.fy == pytest.approx(cam.fy) and (again.cx, again.cy) == (cam.cx, cam.cy)
 
 
+def test_viewer_opens_a_bare_model_on_the_up_it_is_given(tmp_path, capsys):
+    """A PLY without a run has no cameras to learn "up" from: `--up` sets it, the view opens
+    above the model's horizon looking at its core, and a bad axis is a one-line usage error."""
+    from gsexp.view.__main__ import main
+    from gsexp.view.cameras import start_view
+
+    g = ground_truth(300)
+    for axis in ([0.0, 0.0, 1.0], [0.0, -1.0, 0.0]):
+        position, target, up = start_view(g, [], up=np.array(axis))
+        offset = position - target
+        assert np.allclose(up, axis) and np.allclose(target, np.median(g.means.numpy(), axis=0))
+        # 20 degrees above the plane perpendicular to up (the bench's orbit elevation)
+        assert np.dot(offset, up) / np.linalg.norm(offset) == pytest.approx(np.sin(np.radians(20)), abs=1e-6)
+    save_ply(g, tmp_path / "bare.ply")
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path / "bare.ply"), "--up", "sideways"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "--up: expected an axis" in err and "Traceback" not in err
+
+
 def test_video_without_test_cameras_is_a_one_line_error(tmp_path, capsys):
     from gsexp.video import main
 

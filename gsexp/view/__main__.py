@@ -1,4 +1,4 @@
-"""python -m gsexp.view MODEL [--port N] [--host H] [--height PX] [--device cpu|cuda]
+"""python -m gsexp.view MODEL [--port N] [--host H] [--height PX] [--device cpu|cuda] [--up AXIS]
 
 MODEL: a run directory (its newest checkpoint), a trainer checkpoint (.pt), a PLY (INRIA or
 compressed) or a .splat file. A run's .hydra/config.yaml beside the model gives its scene's
@@ -18,9 +18,10 @@ PROG = "python -m gsexp.view"
 
 
 def main(argv=None) -> int:
+    from gsexp.bench.cameras import parse_up
     from gsexp.errors import USER_ERRORS, one_line
-    from gsexp.view.server import Viewer, serve_forever
     from gsexp.train.setup import pick_device
+    from gsexp.view.server import Viewer, serve_forever
     from gsexp.view.source import load_source
 
     p = argparse.ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -29,7 +30,13 @@ def main(argv=None) -> int:
     p.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to serve other machines; default loopback")
     p.add_argument("--height", type=int, help="render height in pixels (default 1080 on a GPU, 256 on a CPU)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--up", help="the world's up to open on: x, -y, +z or 'x,y,z' (default: the training "
+                                "cameras' up; a bare PLY has none: try --up z or --up -y)")
     args = p.parse_args(argv)
+    try:
+        up = None if args.up is None else parse_up(args.up).numpy()
+    except ValueError as e:
+        p.error(f"--up: {e}")
     print(f"{PROG}: loading {args.model} (and its run's scene, for the cameras)", flush=True)
     try:
         source = load_source(args.model)
@@ -37,7 +44,7 @@ def main(argv=None) -> int:
     except USER_ERRORS as err:
         print(f"{PROG}: error: {one_line(err)}", file=sys.stderr)
         return 2
-    viewer = Viewer(source, host=args.host, port=args.port, device=device, height=args.height)
+    viewer = Viewer(source, host=args.host, port=args.port, device=device, height=args.height, up=up)
     print(f"{PROG}: {source.name}: {len(source.gaussians):,} Gaussians, {len(source.train_cameras)} training "
           f"cameras, on {device}; open {viewer.url}", flush=True)
     serve_forever(viewer)

@@ -64,18 +64,22 @@ def world_up(cameras: list[Camera]) -> np.ndarray:
     return up / norm if norm > 1e-6 else np.array([0.0, 0.0, 1.0])
 
 
-def start_view(gaussians, cameras: list[Camera]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def start_view(gaussians, cameras: list[Camera], up=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(position, look_at, up) to open on: behind and above the first training camera, far
     enough that its own frustum is small and the others are in view, looking at the scene's
-    core; else a camera framing the core of the Gaussians."""
-    from gsexp.bench.cameras import core_camera
+    core; without cameras, from 20 degrees above the core's horizon when `up` (a unit 3-vector)
+    is given, else a camera framing the core of the Gaussians. `up` overrides the cameras' up."""
+    from gsexp.bench.cameras import core_camera, orbit_cameras
 
     means = gaussians.means.detach().float().cpu()
     target = means.median(0).values.double().numpy() if len(means) else np.zeros(3)
     if cameras:
-        up = world_up(cameras)
+        up = world_up(cameras) if up is None else np.asarray(up, dtype=np.float64)
         back = cameras[0].center.double().numpy() - target
         return target + 1.6 * back + 0.3 * np.linalg.norm(back) * up, target, up
+    if up is not None and len(means):
+        (cam,), info = orbit_cameras(means, 1, 64, 64, up=torch.as_tensor(up, dtype=torch.float64))
+        return cam.center.double().numpy(), np.array(info["centre"]), np.asarray(up, dtype=np.float64)
     cam = core_camera(gaussians, 64, 64)
     c2w = torch.linalg.inv(cam.world_to_camera.double()).numpy()
     return c2w[:3, 3], target, -c2w[:3, 1]

@@ -25,11 +25,12 @@ class Viewer:
     `port` 0 picks a free one, a busy one the next free; `self.port` is the one bound."""
 
     def __init__(self, source: Source, *, host: str = "127.0.0.1", port: int = 8080, device=None,
-                 height: int | None = None, verbose: bool = True):
+                 height: int | None = None, verbose: bool = True, up=None):
         import viser
 
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.source = source
+        self.up = up  # the world's up to open on (a unit 3-vector); None: the cameras' own
         self.server = viser.ViserServer(host=host, port=port, label=f"gsexp · {source.name}",
                                         verbose=verbose)
         self.port = self.server.get_port()
@@ -75,7 +76,7 @@ class Viewer:
     def _greet(self, client) -> None:
         """Open on the first training camera (or a view framing the model), the scene's up."""
         self._connected.set()
-        position, target, up = cams.start_view(self.source.gaussians, self.source.train_cameras)
+        position, target, up = cams.start_view(self.source.gaussians, self.source.train_cameras, self.up)
         with client.atomic():
             client.camera.up_direction = up
             client.camera.position = position
