@@ -36,8 +36,9 @@ def lego_path(arg: Path | None) -> Path:
 
 
 def gsexp_step(a):
-    """(step(i), number of Gaussians, device, extra()) for gsexp's trainer; extra() says how many
-    renders overflowed their pair capacity (they dropped pairs, so their step is not the real one)."""
+    """(step(i, phases=False), number of Gaussians, device, extra()) for gsexp's trainer; extra()
+    says how many renders overflowed their pair capacity (they dropped pairs, so their step is not
+    the real one) and the phases of the steps that timed them."""
     import tempfile
 
     from hydra import compose, initialize_config_dir
@@ -53,17 +54,13 @@ def gsexp_step(a):
         cfg = validate(compose("train", overrides=force_rasterizer_switches(overrides)))
     run = setup(cfg, Path(tempfile.mkdtemp(prefix="gsexp_step_")))
     timer = PhaseTimer(run.device)
-    timed = {"on": False}  # phases are timed only in the profile pass: events cost the timed steps
 
-    def step(i):
-        timer.begin(timed["on"])
+    def step(i, phases=False):  # phases only in the profile pass: their events cost the timed steps
+        timer.begin(phases)
         train_step(run, START + i, timer)
         timer.end()
 
-    def extra(profiling: bool = False):
-        if profiling:  # the profile pass starts: time its phases too
-            timed["on"] = True
-            return {}
+    def extra():
         timer.read()
         return {"pair_overflows": run.pairs.settled_overflows(),
                 **({"phase_ms": timer.medians()} if timer.medians() else {})}
@@ -72,8 +69,8 @@ def gsexp_step(a):
 
 
 def gsplat_step(a):
-    """(step(i), number of Gaussians, device, extra()) for the peer trainer's step at the same
-    point of its run."""
+    """(step(i, phases=False), number of Gaussians, device, extra()) for the peer trainer's step at
+    the same point of its run (it has no phases to time)."""
     import gsplat
     from gsplat.strategy import DefaultStrategy
 
@@ -100,7 +97,7 @@ def gsplat_step(a):
         cams.append((c.world_to_camera.to(dev).float()[None], K[None], c.width, c.height))
     order = []
 
-    def step(i):
+    def step(i, phases=False):
         if not order:
             order.extend(torch.randperm(len(images)).tolist())
         v, t = order.pop(), (START + i) / ITERATIONS
@@ -118,7 +115,7 @@ def gsplat_step(a):
             o.step()
             o.zero_grad(set_to_none=True)
 
-    return step, len(params["means"]), dev, lambda profiling=False: {}
+    return step, len(params["means"]), dev, lambda: {}
 
 
 def measure(step, device, warmup: int, n: int) -> dict:
@@ -154,7 +151,7 @@ def profile_steps(step, device, start: int, n: int, top: int) -> dict:
     cuda = device.type == "cuda"
     with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
         for i in range(start, start + n):
-            step(i)
+            step(i, phases=True)
         if cuda:
             torch.cuda.synchronize()
     totals: dict[str, float] = {}
@@ -196,7 +193,6 @@ def main(argv=None) -> int:
               "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
               **measure(step, device, a.warmup, a.steps)}
     if a.profile:  # after the timed steps, so profiling never slows what they measure
-        extra(profiling=True)
         result["profile"] = profile_steps(step, device, a.warmup + a.steps, a.profile, a.top)
     result.update(extra())
     print(json.dumps(result))

@@ -73,13 +73,14 @@ def start_view(gaussians, cameras: list[Camera], up=None) -> tuple[np.ndarray, n
 
     means = gaussians.means.detach().float().cpu()
     target = means.median(0).values.double().numpy() if len(means) else np.zeros(3)
+    up = None if up is None else np.asarray(up, dtype=np.float64)
     if cameras:
-        up = world_up(cameras) if up is None else np.asarray(up, dtype=np.float64)
+        up = world_up(cameras) if up is None else up
         back = cameras[0].center.double().numpy() - target
         return target + 1.6 * back + 0.3 * np.linalg.norm(back) * up, target, up
     if up is not None and len(means):
-        (cam,), info = orbit_cameras(means, 1, 64, 64, up=torch.as_tensor(up, dtype=torch.float64))
-        return cam.center.double().numpy(), np.array(info["centre"]), np.asarray(up, dtype=np.float64)
+        (cam,), info = orbit_cameras(means, 1, 64, 64, up=torch.from_numpy(up))
+        return cam.center.double().numpy(), np.array(info["centre"]), up
     cam = core_camera(gaussians, 64, 64)
     c2w = torch.linalg.inv(cam.world_to_camera.double()).numpy()
     return c2w[:3, 3], target, -c2w[:3, 1]
