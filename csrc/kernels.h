@@ -28,11 +28,12 @@ struct PreprocessOut {
 // SH coefficients, either one [N, bases, 3] array or the DC term [N,1,3] and the rest
 // [N, bases - 1, 3] as training keeps them (no concatenation per step): coefficient k of
 // Gaussian i, channel c, is dc[i * dc_stride + c] for k = 0, else rest[i * rest_stride + 3 (k - 1) + c].
+// rest_len: the floats of a row of rest, 3 (bases - 1).
 template <typename T>
 struct ShView {
   T* dc;
   T* rest;
-  int dc_stride, rest_stride;
+  int dc_stride, rest_stride, rest_len;
   __host__ __device__ T& at(int64_t i, int k, int c) const {
     return k == 0 ? dc[i * dc_stride + c] : rest[i * rest_stride + 3 * (k - 1) + c];
   }
@@ -57,13 +58,17 @@ struct GaussianGrads {
   ShView<float> sh;
 };
 
-// intersect: INTERSECT_* (config.h).
+// intersect: INTERSECT_* (config.h). staged: the SH rows go through shared memory (coalesced);
+// the backward then writes every gradient of every Gaussian, zeros included, so only the
+// blend's accumulated ones (means2d, conic, opacity, colours) need a cleared buffer.
 void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
-                       PreprocessOut out, cudaStream_t stream);
+                       PreprocessOut out, bool staged, cudaStream_t stream);
 
 void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, const int* radii,
                                 const float* grad_means2d, const float* grad_conic, const float* grad_colors,
-                                GaussianGrads grads, cudaStream_t stream);
+                                GaussianGrads grads, bool staged, cudaStream_t stream);
+// Whether that backward runs staged for rows of rest_len floats (it falls back past 16 bases).
+bool preprocess_backward_staged(bool staged, int rest_len);
 
 // ---- binning.cu -------------------------------------------------------------------------
 // offsets[i] = touched[0] + ... + touched[i], in 64 bits (cub scan).

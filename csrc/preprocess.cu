@@ -83,41 +83,93 @@ __device__ inline void view_dir(const Camera& cam, const float* p, float* d, flo
   for (int k = 0; k < 3; ++k) d[k] = v[k] / norm;
 }
 
-// Block size of both kernels.
-constexpr int BLOCK = 256;
+// Block sizes: the unstaged kernels, and the staged ones (smaller blocks, so that the shared
+// memory a block holds leaves room for several per SM).
+constexpr int BLOCK = 256, STAGE_BLOCK = 128;
+
+// A block's rows of one SH array in shared memory. One thread per Gaussian reading its own row
+// from global memory strides a row (up to 180 B) between neighbouring threads, so a warp's load
+// or store touches 32 sectors for 128 useful bytes; copied a row per warp it coalesces. Rows sit
+// at an odd pitch, so threads reading their own rows hit distinct banks.
+struct ShStage {
+  float* s;
+  int len, pitch;  // floats copied per row, shared stride
+  __device__ float* row(int r) const { return s + r * pitch; }
+};
+
+__host__ __device__ inline int odd_pitch(int len) { return len | 1; }
+
+// Rows [0, rows) of `g` (a row every `stride` floats) into the stage, or back out.
+__device__ inline void stage_in(const ShStage& st, const float* g, int stride, int rows) {
+  for (int r = threadIdx.x / 32; r < rows; r += blockDim.x / 32)
+    for (int c = threadIdx.x % 32; c < st.len; c += 32) st.s[r * st.pitch + c] = g[(int64_t)r * stride + c];
+}
+__device__ inline void stage_out(const ShStage& st, float* g, int stride, int rows) {
+  for (int r = threadIdx.x / 32; r < rows; r += blockDim.x / 32)
+    for (int c = threadIdx.x % 32; c < st.len; c += 32) g[(int64_t)r * stride + c] = st.s[r * st.pitch + c];
+}
+
+// The floats of a rest row that degree DEGREE reads.
+template <int DEGREE>
+__host__ __device__ constexpr int rest_used() { return 3 * ((DEGREE + 1) * (DEGREE + 1) - 1); }
+
+// Where thread `t` finds its SH coefficients after staging: its own rows, as Gaussian 0.
+template <typename T>
+__device__ inline ShView<T> staged_view(const ShStage& dc, const ShStage& rest, int t, int rest_len) {
+  return {dc.row(t), rest.row(t), 0, 0, rest_len};
+}
 
 // Writes every output of every Gaussian (zeros when culled), so the buffers need no memset.
-template <int DEGREE>
+// STAGED: the SH rows come through shared memory when a quarter of the block is on screen
+// (below that, staging would read mostly rows nobody needs).
+template <int DEGREE, bool STAGED>
 __global__ void preprocess_kernel(int n, const float* __restrict__ means,
                                   const float* __restrict__ log_scales, const float* __restrict__ quats,
                                   const float* __restrict__ opacity_logits, ShView<const float> sh,
                                   Camera cam, int intersect, PreprocessOut out) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (!STAGED && i >= n) return;  // the staged kernel's threads all reach its barriers
   const float* p = means + 3 * i;
-  Projection P;
-  bool in_front = project(cam, p, log_scales + 3 * i, quats + 4 * i, P);
-  out.depths[i] = P.t[2];
-  float det = P.a * P.c - P.b * P.b;
   float mx = 0.f, my = 0.f, radius = 0.f;
   float4 co = make_float4(0.f, 0.f, 0.f, 0.f);
   int touched = 0;
-  if (in_front && det > 0.f) {
-    mx = cam.fx * P.t[0] / P.t[2] + cam.cx - 0.5f;
-    my = cam.fy * P.t[1] / P.t[2] + cam.cy - 0.5f;
-    float mid = 0.5f * (P.a + P.c);
-    float root = __fsqrt_rn(fmaxf(mid * mid - det, 0.1f));
-    radius = ceilf(3.f * __fsqrt_rn(mid + root));
-    co = make_float4(__fdiv_rn(P.c, det), __fdiv_rn(-P.b, det), __fdiv_rn(P.a, det), sigmoid(opacity_logits[i]));
-    int x0, y0, x1, y1;
-    Ellipse e;
-    if (intersect == INTERSECT_AABB) {
-      tile_rect(mx, my, radius, cam.tiles_x, cam.tiles_y, x0, y0, x1, y1);
-      touched = max((x1 - x0) * (y1 - y0), 0);
-    } else if (ellipse_of(mx, my, co, e) && snug_rect(e, cam.width, cam.height, x0, y0, x1, y1)) {
-      touched = intersect == INTERSECT_SNUGBOX ? (x1 - x0) * (y1 - y0)
-                                               : accutile(e, cam.width, cam.height, x0, y0, x1, y1, [](int, int) {});
+  if (i < n) {
+    Projection P;
+    bool in_front = project(cam, p, log_scales + 3 * i, quats + 4 * i, P);
+    out.depths[i] = P.t[2];
+    float det = P.a * P.c - P.b * P.b;
+    if (in_front && det > 0.f) {
+      mx = cam.fx * P.t[0] / P.t[2] + cam.cx - 0.5f;
+      my = cam.fy * P.t[1] / P.t[2] + cam.cy - 0.5f;
+      float mid = 0.5f * (P.a + P.c);
+      float root = __fsqrt_rn(fmaxf(mid * mid - det, 0.1f));
+      radius = ceilf(3.f * __fsqrt_rn(mid + root));
+      co = make_float4(__fdiv_rn(P.c, det), __fdiv_rn(-P.b, det), __fdiv_rn(P.a, det), sigmoid(opacity_logits[i]));
+      int x0, y0, x1, y1;
+      Ellipse e;
+      if (intersect == INTERSECT_AABB) {
+        tile_rect(mx, my, radius, cam.tiles_x, cam.tiles_y, x0, y0, x1, y1);
+        touched = max((x1 - x0) * (y1 - y0), 0);
+      } else if (ellipse_of(mx, my, co, e) && snug_rect(e, cam.width, cam.height, x0, y0, x1, y1)) {
+        touched = intersect == INTERSECT_SNUGBOX ? (x1 - x0) * (y1 - y0)
+                                                 : accutile(e, cam.width, cam.height, x0, y0, x1, y1, [](int, int) {});
+      }
     }
+  }
+  ShView<const float> coeffs = sh;
+  int row = i;
+  if constexpr (STAGED) {
+    extern __shared__ float smem[];
+    const int i0 = blockIdx.x * blockDim.x, rows = min((int)blockDim.x, n - i0);
+    if (__syncthreads_count(touched > 0) * 4 >= rows) {  // uniform across the block
+      const ShStage dc{smem, 3, 3}, rest{smem + 3 * blockDim.x, rest_used<DEGREE>(), odd_pitch(rest_used<DEGREE>())};
+      stage_in(dc, sh.dc + (int64_t)i0 * sh.dc_stride, sh.dc_stride, rows);
+      stage_in(rest, sh.rest + (int64_t)i0 * sh.rest_stride, sh.rest_stride, rows);
+      __syncthreads();
+      coeffs = staged_view<const float>(dc, rest, threadIdx.x, sh.rest_len);
+      row = 0;
+    }
+    if (i >= n) return;
   }
   float rgb[3] = {0.f, 0.f, 0.f};
   if (touched > 0) {
@@ -130,7 +182,7 @@ __global__ void preprocess_kernel(int n, const float* __restrict__ means,
     for (int ch = 0; ch < 3; ++ch) {
       float acc = 0.f;
 #pragma unroll
-      for (int k = 0; k < k_used; ++k) acc += basis[k] * sh.at(i, k, ch);
+      for (int k = 0; k < k_used; ++k) acc += basis[k] * coeffs.at(row, k, ch);
       rgb[ch] = fmaxf(acc + 0.5f, 0.f);
     }
   } else {
@@ -145,26 +197,24 @@ __global__ void preprocess_kernel(int n, const float* __restrict__ means,
   out.tiles_touched[i] = touched;
 }
 
-// Gradients with respect to the raw parameters: log scales, unnormalised quaternions and
-// opacity logits (g_opacity comes in per opacity from the blend backward and leaves per logit).
-// Bands above DEGREE keep the zeros the caller's buffer holds.
+// One visible Gaussian's gradients with respect to the raw parameters: log scales,
+// unnormalised quaternions and opacity logits (g_opacity comes in per opacity from the blend
+// backward and leaves per logit). Its SH coefficients are row `row` of `coeffs`, their gradients
+// go to the same row of `g_sh`, which may be the same memory (each value is read before its
+// gradient is written). Bands above DEGREE are not written.
 template <int DEGREE>
-__global__ void preprocess_backward_kernel(
-    int n, const float* __restrict__ means, const float* __restrict__ log_scales,
+__device__ inline void backward_one(
+    int i, const float* __restrict__ means, const float* __restrict__ log_scales,
     const float* __restrict__ quats, const float* __restrict__ opacity_logits,
-    ShView<const float> sh, Camera cam, const int* __restrict__ radii,
-    const float* __restrict__ g_means2d, const float* __restrict__ g_conic,
-    const float* __restrict__ g_colors, float* g_means, float* g_log_scales, float* g_quats,
-    float* g_opacity, ShView<float> g_sh) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n || radii[i] <= 0) return;
+    ShView<const float> coeffs, int row, const Camera& cam, const float* __restrict__ g_means2d,
+    const float* __restrict__ g_conic, const float* __restrict__ g_colors, float* g_means,
+    float* g_log_scales, float* g_quats, float* g_opacity, ShView<float> g_sh) {
   const float* p = means + 3 * i;
   Projection P;
   project(cam, p, log_scales + 3 * i, quats + 4 * i, P);
   float o = sigmoid(opacity_logits[i]);
   g_opacity[i] *= o * (1.f - o);
   const float a = P.a, b = P.b, c = P.c, z = P.t[2];
-
   // conic = (c, -b, a) / det  ->  d/d(a, b, c) of the 2D covariance
   float det = a * c - b * b, den = det * det;
   float gA = g_conic[3 * i], gB = g_conic[3 * i + 1], gC = g_conic[3 * i + 2];
@@ -241,7 +291,7 @@ __global__ void preprocess_backward_kernel(
   for (int ch = 0; ch < 3; ++ch) {
     float raw = 0.f;
 #pragma unroll
-    for (int k = 0; k < k_used; ++k) raw += basis[k] * sh.at(i, k, ch);
+    for (int k = 0; k < k_used; ++k) raw += basis[k] * coeffs.at(row, k, ch);
     g[ch] = (raw + 0.5f > 0.f) ? g_colors[3 * i + ch] : 0.f;
   }
   float gd[3] = {0.f, 0.f, 0.f};
@@ -250,8 +300,9 @@ __global__ void preprocess_backward_kernel(
     float s = 0.f;
 #pragma unroll
     for (int ch = 0; ch < 3; ++ch) {
-      g_sh.at(i, k, ch) = basis[k] * g[ch];
-      s += sh.at(i, k, ch) * g[ch];
+      const float v = coeffs.at(row, k, ch);
+      g_sh.at(row, k, ch) = basis[k] * g[ch];
+      s += v * g[ch];
     }
     gd[0] += s * bx[k];
     gd[1] += s * by[k];
@@ -261,7 +312,54 @@ __global__ void preprocess_backward_kernel(
   for (int j = 0; j < 3; ++j) g_means[3 * i + j] = gp[j] + (gd[j] - d[j] * dot) * inv_norm;
 }
 
+// Not STAGED: only visible Gaussians are written; the rest keep the caller's zeros.
+// STAGED: every gradient of every Gaussian is written (zeros when culled, and for bands above
+// DEGREE), the SH ones computed in place in shared memory and stored a row per warp.
+template <int DEGREE, bool STAGED>
+__global__ void preprocess_backward_kernel(
+    int n, const float* __restrict__ means, const float* __restrict__ log_scales,
+    const float* __restrict__ quats, const float* __restrict__ opacity_logits,
+    ShView<const float> sh, Camera cam, const int* __restrict__ radii,
+    const float* __restrict__ g_means2d, const float* __restrict__ g_conic,
+    const float* __restrict__ g_colors, float* g_means, float* g_log_scales, float* g_quats,
+    float* g_opacity, ShView<float> g_sh) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const bool visible = i < n && radii[i] > 0;
+  if constexpr (!STAGED) {
+    if (visible)
+      backward_one<DEGREE>(i, means, log_scales, quats, opacity_logits, sh, i, cam, g_means2d, g_conic, g_colors,
+                           g_means, g_log_scales, g_quats, g_opacity, g_sh);
+  } else {
+    extern __shared__ float smem[];
+    const int t = threadIdx.x, i0 = blockIdx.x * blockDim.x, rows = min((int)blockDim.x, n - i0);
+    const ShStage dc{smem, 3, 3}, rest{smem + 3 * blockDim.x, sh.rest_len, odd_pitch(sh.rest_len)};
+    stage_in(dc, sh.dc + (int64_t)i0 * sh.dc_stride, sh.dc_stride, rows);
+    stage_in(rest, sh.rest + (int64_t)i0 * sh.rest_stride, sh.rest_stride, rows);
+    __syncthreads();
+    float* dc_row = dc.row(t);
+    float* rest_row = rest.row(t);
+    if (visible) {
+      const ShView<float> mine = staged_view<float>(dc, rest, t, sh.rest_len);
+      backward_one<DEGREE>(i, means, log_scales, quats, opacity_logits,
+                           {mine.dc, mine.rest, 0, 0, mine.rest_len}, 0, cam, g_means2d, g_conic,
+                           g_colors, g_means, g_log_scales, g_quats, g_opacity, mine);
+      for (int c = rest_used<DEGREE>(); c < rest.len; ++c) rest_row[c] = 0.f;
+    } else if (i < n) {
+      for (int c = 0; c < 3; ++c) dc_row[c] = 0.f;
+      for (int c = 0; c < rest.len; ++c) rest_row[c] = 0.f;
+      for (int j = 0; j < 3; ++j) g_means[3 * i + j] = g_log_scales[3 * i + j] = 0.f;
+      for (int j = 0; j < 4; ++j) g_quats[4 * i + j] = 0.f;
+    }
+    __syncthreads();
+    stage_out(dc, g_sh.dc + (int64_t)i0 * g_sh.dc_stride, g_sh.dc_stride, rows);
+    stage_out(rest, g_sh.rest + (int64_t)i0 * g_sh.rest_stride, g_sh.rest_stride, rows);
+  }
+}
+
 }  // namespace
+
+// tests/preprocess_host.cpp compiles the kernels above for the CPU, without these launchers.
+#ifndef GSEXP_HOST_KERNELS
 
 // Calls f(std::integral_constant<int, D>{}) for D = degree, so each kernel has one instantiation
 // per degree. The degree is 0..3: rasterize_forward checks it (ext.cpp).
@@ -275,22 +373,46 @@ void with_degree(int degree, F f) {
   }
 }
 
+// Shared memory of a staged block: its DC rows and `rest_len` floats of each rest row. Past the
+// default 48 KB limit (more than 16 bases) the kernels run unstaged.
+static size_t stage_bytes(int rest_len) { return sizeof(float) * STAGE_BLOCK * (3 + odd_pitch(rest_len)); }
+constexpr size_t STAGE_LIMIT = 48 * 1024;
+
 void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
-                       PreprocessOut out, cudaStream_t stream) {
+                       PreprocessOut out, bool staged, cudaStream_t stream) {
   if (n == 0) return;
   with_degree(degree, [&](auto d) {
-    preprocess_kernel<decltype(d)::value><<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(
-        n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, intersect, out);
+    constexpr int D = decltype(d)::value;
+    const size_t bytes = stage_bytes(rest_used<D>());
+    if (staged && bytes <= STAGE_LIMIT)
+      preprocess_kernel<D, true><<<(n + STAGE_BLOCK - 1) / STAGE_BLOCK, STAGE_BLOCK, bytes, stream>>>(
+          n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, intersect, out);
+    else
+      preprocess_kernel<D, false><<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(
+          n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, intersect, out);
   });
+}
+
+bool preprocess_backward_staged(bool staged, int rest_len) {
+  return staged && stage_bytes(rest_len) <= STAGE_LIMIT;
 }
 
 void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, const int* radii,
                                 const float* grad_means2d, const float* grad_conic, const float* grad_colors,
-                                GaussianGrads grads, cudaStream_t stream) {
+                                GaussianGrads grads, bool staged, cudaStream_t stream) {
   if (n == 0) return;
+  const size_t bytes = stage_bytes(g.sh.rest_len);
   with_degree(degree, [&](auto d) {
-    preprocess_backward_kernel<decltype(d)::value><<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(
-        n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, radii, grad_means2d, grad_conic,
-        grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
+    constexpr int D = decltype(d)::value;
+    if (preprocess_backward_staged(staged, g.sh.rest_len))
+      preprocess_backward_kernel<D, true><<<(n + STAGE_BLOCK - 1) / STAGE_BLOCK, STAGE_BLOCK, bytes, stream>>>(
+          n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, radii, grad_means2d, grad_conic,
+          grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
+    else
+      preprocess_backward_kernel<D, false><<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(
+          n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, radii, grad_means2d, grad_conic,
+          grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
   });
 }
+
+#endif  // GSEXP_HOST_KERNELS

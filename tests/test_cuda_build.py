@@ -2,22 +2,17 @@
 
 CI sets GSEXP_REQUIRE_CUDA_BUILD=1, so a missing toolkit or a compile error fails there
 instead of skipping."""
-import os
 
 import pytest
 import torch
 
+from conftest import require_cuda_toolchain
 from gsexp.render import constants, render
 from gsexp.render.cuda import CudaUnavailable, build
 
 
 def compiled_extension():
-    try:
-        build.check_toolchain()
-    except CudaUnavailable as err:
-        if os.environ.get("GSEXP_REQUIRE_CUDA_BUILD") == "1":
-            raise
-        pytest.skip(str(err))
+    require_cuda_toolchain()
     return build.load()
 
 

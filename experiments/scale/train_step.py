@@ -190,6 +190,7 @@ def main(argv=None) -> int:
         p.error("--set overrides gsexp's config; the peer has none")
     step, n, device, extra = (gsexp_step if a.trainer == "gsexp" else gsplat_step)(a)
     result = {"trainer": a.trainer, "ply": str(a.ply), "num_gaussians": n, "set": a.set,
+              "staged_preprocess": a.trainer == "gsexp" and os.environ.get("GSEXP_STAGED_PREPROCESS") == "1",
               "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
               **measure(step, device, a.warmup, a.steps)}
     if a.profile:  # after the timed steps, so profiling never slows what they measure

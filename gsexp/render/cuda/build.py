@@ -78,6 +78,9 @@ def load(verbose: bool = False):
             build_directory=str(build_dir()),
             verbose=verbose,
         )
+        # The staged preprocess kernels are an A/B switch until the H200 has timed them
+        # (csrc/ext.cpp set_staged_preprocess); the environment turns them on for a whole run.
+        _module.set_staged_preprocess(os.environ.get("GSEXP_STAGED_PREPROCESS", "0") == "1")
     return _module
 
 
