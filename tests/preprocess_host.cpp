@@ -1,11 +1,12 @@
 // Host build of csrc/preprocess.cu's kernels for tests/test_preprocess_host.py: each block's
 // threads run as std::threads that meet at a std::barrier, so __syncthreads and
-// __syncthreads_count behave as on a GPU; the intrinsics are their IEEE host operations. It
-// checks the staged kernels (SH rows through shared memory) against the unstaged ones, bit for
-// bit, on a scene of whole culled blocks, blocks with one Gaussian in eight on screen and mostly
-// visible blocks, at every SH degree with 16 bases stored, in both SH layouts. The staged
-// backward's outputs start as NaN (it must write every value) and shared memory is NaN before
-// each block (a read of something never staged shows). Prints one line per case.
+// __syncthreads_count behave as on a GPU; the intrinsics are their IEEE host operations.
+// `preprocess_host IN OUT`: IN holds a scene and the blend's gradients (the test writes it); at
+// every SH degree (16 bases stored) and in both SH layouts, it runs the unstaged and the staged
+// kernels, compares them bit for bit, prints one line per case and appends the unstaged outputs
+// and gradients to OUT for the test's comparison with the torch reference. The staged backward's
+// outputs start as NaN (it must write every value) and shared memory is NaN before each block (a
+// read of something never staged shows).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,7 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <random>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -77,49 +78,38 @@ void launch(int n, int threads, Kernel kernel, Args... args) {
 
 struct Scene {
   int n;
-  std::vector<float> means, log_scales, quats, logits;
   Camera cam;
+  std::vector<float> means, log_scales, quats, logits, sh;  // sh: [n, 16, 3]
+  std::vector<float> g_means2d, g_conic, g_colors, g_opacity;  // from the blend backward
 };
 
-// Random Gaussians around the origin seen by a camera at distance ~3.2; runs of them moved behind
-// the camera: every 7th, all of [1024, 3072) (whole blocks of 128), and 7 in 8 of [4096, 6144).
-Scene make_scene(int n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(0.f, 1.f);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  Scene s{n};
-  for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < 3; ++j) s.means.push_back(2 * u(rng) - 1);
-    for (int j = 0; j < 3; ++j) s.log_scales.push_back(2 * u(rng) - 4);
-    for (int j = 0; j < 4; ++j) s.quats.push_back(normal(rng));
-    s.logits.push_back(2 * normal(rng));
-  }
-  const float eye[3] = {3.f * std::cos(1.f), 3.f * std::sin(1.f), 1.f};
-  for (int i = 0; i < n; ++i) {
-    const bool behind = i % 7 == 0 || (i >= 1024 && i < 3072) || (i >= 4096 && i < 6144 && i % 8 != 0);
-    if (behind)
-      for (int j = 0; j < 3; ++j) s.means[3 * i + j] = 2 * eye[j];
-  }
-  // look at the origin, z up: camera rows right, down, forward (x right, y down, z ahead)
-  float f[3] = {-eye[0], -eye[1], -eye[2]};
-  const float fl = std::sqrt(f[0] * f[0] + f[1] * f[1] + f[2] * f[2]);
-  for (float& v : f) v /= fl;
-  float r[3] = {f[1], -f[0], 0.f};  // f x (0, 0, 1)
-  const float rl = std::sqrt(r[0] * r[0] + r[1] * r[1]);
-  for (float& v : r) v /= rl;
-  const float d[3] = {f[1] * r[2] - f[2] * r[1], f[2] * r[0] - f[0] * r[2], f[0] * r[1] - f[1] * r[0]};
-  const float* rows[3] = {r, d, f};
-  Camera& c = s.cam;
-  for (int k = 0; k < 3; ++k) {
-    for (int j = 0; j < 3; ++j) c.view[4 * k + j] = rows[k][j];
-    c.view[4 * k + 3] = -(rows[k][0] * eye[0] + rows[k][1] * eye[1] + rows[k][2] * eye[2]);
-  }
-  c.width = 400, c.height = 300;
-  c.fx = c.fy = 0.9f * c.width;
-  c.cx = c.width / 2.f, c.cy = c.height / 2.f;
-  c.tan_x = c.width / (2 * c.fx), c.tan_y = c.height / (2 * c.fy);
-  for (int j = 0; j < 3; ++j) c.cam_pos[j] = eye[j];
-  c.tiles_x = (c.width + TILE_SIZE - 1) / TILE_SIZE, c.tiles_y = (c.height + TILE_SIZE - 1) / TILE_SIZE;
+template <typename T>
+void read(FILE* f, std::vector<T>& v, size_t count) {
+  v.resize(count);
+  if (std::fread(v.data(), sizeof(T), count, f) != count) throw std::runtime_error("input too short");
+}
+
+// int32 n; 23 float32 camera values (csrc/ext.cpp make_camera's order); then float32 arrays.
+Scene read_scene(const char* path) {
+  FILE* f = std::fopen(path, "rb");
+  if (!f) throw std::runtime_error("cannot open the input");
+  Scene s;
+  std::vector<int> n;
+  std::vector<float> c;
+  read(f, n, 1);
+  read(f, c, 23);
+  s.n = n[0];
+  Camera& cam = s.cam;
+  for (int i = 0; i < 12; ++i) cam.view[i] = c[i];
+  cam.fx = c[12], cam.fy = c[13], cam.cx = c[14], cam.cy = c[15], cam.tan_x = c[16], cam.tan_y = c[17];
+  for (int i = 0; i < 3; ++i) cam.cam_pos[i] = c[18 + i];
+  cam.width = (int)c[21], cam.height = (int)c[22];
+  cam.tiles_x = (cam.width + TILE_SIZE - 1) / TILE_SIZE, cam.tiles_y = (cam.height + TILE_SIZE - 1) / TILE_SIZE;
+  const size_t N = s.n;
+  read(f, s.means, 3 * N), read(f, s.log_scales, 3 * N), read(f, s.quats, 4 * N), read(f, s.logits, N);
+  read(f, s.sh, 48 * N);
+  read(f, s.g_means2d, 2 * N), read(f, s.g_conic, 3 * N), read(f, s.g_colors, 3 * N), read(f, s.g_opacity, N);
+  std::fclose(f);
   return s;
 }
 
@@ -133,14 +123,25 @@ struct Sh {
   }
 };
 
-Sh make_sh(int n, bool joined, float fill, std::mt19937* rng) {
-  std::normal_distribution<float> normal(0.f, 0.5f);
+// Filled with `fill`, or with the scene's coefficients when given them ([n, 16, 3]).
+Sh make_sh(int n, bool joined, float fill, const std::vector<float>* joined_values) {
   Sh s{std::vector<float>(joined ? 48 * n : 3 * n, fill), std::vector<float>(joined ? 0 : 45 * n, fill), joined};
-  if (rng) {
-    for (float& v : s.dc) v = normal(*rng);
-    for (float& v : s.rest) v = normal(*rng);
+  if (joined_values) {
+    if (joined) s.dc = *joined_values;
+    else
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < 48; ++j) (j < 3 ? s.dc[3 * i + j] : s.rest[45 * i + j - 3]) = (*joined_values)[48 * i + j];
   }
   return s;
+}
+
+// As [n, 16, 3], whatever the layout.
+std::vector<float> joined_values(const Sh& s, int n) {
+  if (s.joined) return s.dc;
+  std::vector<float> out(48 * n);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < 48; ++j) out[48 * i + j] = j < 3 ? s.dc[3 * i + j] : s.rest[45 * i + j - 3];
+  return out;
 }
 
 struct Forward {
@@ -162,11 +163,13 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
+template <typename T>
+void dump(FILE* f, const std::vector<T>& v) { std::fwrite(v.data(), sizeof(T), v.size(), f); }
+
 template <int D>
-int run_case(const Scene& s, bool joined) {
+int run_case(const Scene& s, bool joined, FILE* out) {
   const int n = s.n;
-  std::mt19937 rng(7 + D + 10 * joined);
-  Sh sh = make_sh(n, joined, 0.f, &rng);
+  Sh sh = make_sh(n, joined, 0.f, &s.sh);
   const ShView<const float> shv = sh.view<const float>(sh.dc.data(), sh.rest.data());
 
   Forward plain(n), staged(n);
@@ -178,17 +181,8 @@ int run_case(const Scene& s, bool joined) {
                    same_bits(plain.colors, staged.colors) && same_bits(plain.depths, staged.depths) &&
                    same_bits(plain.radii, staged.radii) && same_bits(plain.touched, staged.touched);
 
-  // the blend backward's gradients: random where visible, zero elsewhere (it touches only those)
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<float> g_means2d(2 * n), g_conic(3 * n), g_colors(3 * n), g_opacity(n, 0.f);
   int visible = 0, staged_blocks = 0, direct_visible = 0;
-  for (int i = 0; i < n; ++i) {
-    if (plain.radii[i] <= 0) continue;
-    ++visible;
-    for (int j = 0; j < 2; ++j) g_means2d[2 * i + j] = normal(rng);
-    for (int j = 0; j < 3; ++j) g_conic[3 * i + j] = normal(rng), g_colors[3 * i + j] = normal(rng);
-    g_opacity[i] = normal(rng);
-  }
+  for (int i = 0; i < n; ++i) visible += plain.radii[i] > 0;
   for (int b = 0; b * STAGE_BLOCK < n; ++b) {  // which forward blocks staged, as the kernel decides
     const int rows = std::min(STAGE_BLOCK, n - b * STAGE_BLOCK);
     int on = 0;
@@ -196,37 +190,43 @@ int run_case(const Scene& s, bool joined) {
     if (on * 4 >= rows) ++staged_blocks;
     else direct_visible += on;
   }
-  Grads gp(n, joined, 0.f, g_opacity), gs(n, joined, NaN, g_opacity);  // ext.cpp: zeros, or nothing
+  Grads gp(n, joined, 0.f, s.g_opacity), gs(n, joined, NaN, s.g_opacity);  // ext.cpp: zeros, or nothing
   auto backward = [&](auto kernel, int threads, Grads& g) {
     launch(n, threads, kernel, n, s.means.data(), s.log_scales.data(), s.quats.data(), s.logits.data(), shv, s.cam,
-           (const int*)plain.radii.data(), (const float*)g_means2d.data(), (const float*)g_conic.data(),
-           (const float*)g_colors.data(), g.means.data(), g.log_scales.data(), g.quats.data(), g.opacity.data(),
-           g.sh.view<float>(g.sh.dc.data(), g.sh.rest.data()));
+           (const int*)plain.radii.data(), s.g_means2d.data(), s.g_conic.data(), s.g_colors.data(), g.means.data(),
+           g.log_scales.data(), g.quats.data(), g.opacity.data(), g.sh.view<float>(g.sh.dc.data(), g.sh.rest.data()));
   };
   backward(preprocess_backward_kernel<D, false>, BLOCK, gp);
   backward(preprocess_backward_kernel<D, true>, STAGE_BLOCK, gs);
   const bool bwd = same_bits(gp.means, gs.means) && same_bits(gp.log_scales, gs.log_scales) &&
                    same_bits(gp.quats, gs.quats) && same_bits(gp.opacity, gs.opacity) &&
                    same_bits(gp.sh.dc, gs.sh.dc) && same_bits(gp.sh.rest, gs.sh.rest);
-  // the unstaged gradients are not all zero where the degree reaches (else equal proves little)
-  double used_sum = 0;
-  for (int i = 0; i < n; ++i)
-    for (int k = 0; k < (D + 1) * (D + 1); ++k)
-      for (int c = 0; c < 3; ++c) used_sum += std::fabs(gp.sh.view<float>(gp.sh.dc.data(), gp.sh.rest.data()).at(i, k, c));
+  const std::vector<float> g_sh = joined_values(gp.sh, n);
+  double sh_abs = 0;
+  for (float v : g_sh) sh_abs += std::fabs(v);
+  dump(out, plain.means2d), dump(out, plain.conic), dump(out, plain.colors), dump(out, plain.depths);
+  dump(out, plain.radii), dump(out, plain.touched);
+  dump(out, gp.means), dump(out, gp.log_scales), dump(out, gp.quats), dump(out, gp.opacity), dump(out, g_sh);
   std::printf("degree %d %s: forward_equal %d backward_equal %d visible %d of %d staged_blocks %d "
               "direct_visible %d sh_grad_abs %.3f\n", D, joined ? "joined" : "split", fwd, bwd, visible, n,
-              staged_blocks, direct_visible, used_sum);
+              staged_blocks, direct_visible, sh_abs);
   return fwd && bwd ? 0 : 1;
 }
 
-int main() {
-  const Scene s = make_scene(8000, 1);
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: preprocess_host IN OUT\n");
+    return 2;
+  }
+  const Scene s = read_scene(argv[1]);
+  FILE* out = std::fopen(argv[2], "wb");
   int failures = 0;
   for (bool joined : {false, true}) {
-    failures += run_case<0>(s, joined);
-    failures += run_case<1>(s, joined);
-    failures += run_case<2>(s, joined);
-    failures += run_case<3>(s, joined);
+    failures += run_case<0>(s, joined, out);
+    failures += run_case<1>(s, joined, out);
+    failures += run_case<2>(s, joined, out);
+    failures += run_case<3>(s, joined, out);
   }
+  std::fclose(out);
   return failures;
 }

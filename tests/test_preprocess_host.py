@@ -1,21 +1,30 @@
 """csrc/preprocess.cu's kernels built for the CPU (tests/preprocess_host.cpp: a block's threads as
-std::threads meeting at a barrier): the staged kernels, which move SH rows through shared memory,
-give the unstaged kernels' outputs and gradients bit for bit, writing every value themselves.
+std::threads meeting at a barrier), at every SH degree and in both SH layouts:
+- the staged kernels, which move SH rows through shared memory, give the unstaged kernels'
+  outputs and gradients bit for bit, writing every value themselves;
+- the kernels' outputs and gradients agree with the torch reference in float64.
 
 Runs in CI with the CUDA headers (GSEXP_REQUIRE_CUDA_BUILD=1 fails instead of skipping); the GPU
 check of the same is tests/test_cuda_staged_preprocess.py."""
+import dataclasses
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from conftest import require_cuda_toolchain
+from gsexp.render.cuda.function import camera_values
+from gsexp.render.reference.preprocess import preprocess
+from render_helpers import random_scene
 
 REPO = Path(__file__).resolve().parents[1]
 LINE = re.compile(r"degree (\d) (split|joined): forward_equal (\d) backward_equal (\d) visible (\d+) of (\d+) "
                   r"staged_blocks (\d+) direct_visible (\d+) sh_grad_abs ([\d.]+)")
+N = 8000
 
 
 def cuda_include() -> Path:
@@ -25,23 +34,98 @@ def cuda_include() -> Path:
     return Path(cpp_extension.CUDA_HOME) / "include"
 
 
-def test_staged_kernels_equal_the_unstaged_ones_on_the_cpu(tmp_path):
-    if shutil.which("g++") is None:
-        pytest.skip("needs g++")
+def mixed_scene():
+    """Random Gaussians (16 SH bases) with runs moved behind the camera, so that blocks of 128 are
+    whole culled ones, ones with one Gaussian in eight on screen (below the quarter the staged
+    forward needs) and mostly visible ones; and the blend's gradients for the backward."""
+    g, cam = random_scene(5, N, 400, 300, 3)
+    w2c = cam.world_to_camera.to(torch.float32)
+    behind = 2 * (-w2c[:3, :3].T @ w2c[:3, 3])  # on the line through the origin, past the camera
+    idx = torch.arange(N)
+    away = (idx % 7 == 0) | ((idx >= 1024) & (idx < 3072)) | ((idx >= 4096) & (idx < 6144) & (idx % 8 != 0))
+    means = g.means.clone()
+    means[away] = behind
+    gen = torch.Generator().manual_seed(6)
+    upstream = {k: torch.randn(N, d, generator=gen) for k, d in (("means2d", 2), ("conics", 3), ("colors", 3),
+                                                                  ("opacities", 1))}
+    return dataclasses.replace(g, means=means), cam, upstream
+
+
+def run_host(tmp_path, g, cam, upstream) -> tuple[str, np.ndarray]:
     exe = tmp_path / "preprocess_host"
     subprocess.run(["g++", "-std=c++20", "-O2", "-ffp-contract=off", "-pthread", "-w", "-I", str(REPO / "csrc"),
                     "-I", str(cuda_include()), str(REPO / "tests/preprocess_host.cpp"), "-o", str(exe)], check=True)
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=600)
+    arrays = [g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, *upstream.values()]
+    with open(tmp_path / "in.bin", "wb") as f:
+        f.write(np.int32(N).tobytes() + np.asarray(camera_values(cam), np.float32).tobytes())
+        for a in arrays:
+            f.write(a.detach().numpy().astype(np.float32).tobytes())
+    proc = subprocess.run([str(exe), tmp_path / "in.bin", tmp_path / "out.bin"], capture_output=True, text=True,
+                          timeout=600)
     print(proc.stdout)
-    cases = [LINE.fullmatch(line) for line in proc.stdout.splitlines()]
-    assert len(cases) == 8 and all(cases), proc.stdout + proc.stderr
+    assert proc.returncode >= 0, proc.stderr  # a crash; a positive code counts the cases that differ
+    return proc.stdout, np.fromfile(tmp_path / "out.bin", dtype=np.uint8)
+
+
+# Per case, the unstaged kernels' outputs in preprocess_host.cpp's order: (name, columns, dtype).
+FIELDS = [("means2d", 2, np.float32), ("conic_opacity", 4, np.float32), ("colors", 3, np.float32),
+          ("depths", 1, np.float32), ("radii", 1, np.int32), ("touched", 1, np.int32), ("means", 3, np.float32),
+          ("log_scales", 3, np.float32), ("quats", 4, np.float32), ("opacity_logits", 1, np.float32),
+          ("sh", 48, np.float32)]
+
+
+def cases(raw: np.ndarray) -> list[dict]:
+    out, at = [], 0
+    for _ in range(8):
+        case = {}
+        for name, cols, dtype in FIELDS:
+            size = N * cols * 4
+            case[name] = torch.from_numpy(raw[at:at + size].view(dtype).reshape(N, cols).copy())
+            at += size
+        out.append(case)
+    assert at == raw.size
+    return out
+
+
+def rel(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+    return ((ours.double() - theirs).norm() / theirs.norm().clamp_min(1e-30)).item()
+
+
+def test_kernels_on_the_cpu(tmp_path):
+    if shutil.which("g++") is None:
+        pytest.skip("needs g++")
+    g, cam, upstream = mixed_scene()
+    stdout, raw = run_host(tmp_path, g, cam, upstream)
+    lines = [LINE.fullmatch(line) for line in stdout.splitlines()]
+    assert len(lines) == 8 and all(lines), stdout
+    outputs = cases(raw)
     seen = set()
-    for m in cases:
+    for m, ours in zip(lines, outputs):
         degree, layout, fwd, bwd, visible, n, staged_blocks, direct_visible, sh_abs = m.groups()
+        degree = int(degree)
+        # staged == unstaged, bit for bit; the scene exercises both forward paths with visible Gaussians
         assert fwd == "1" and bwd == "1", m.group(0)
-        # the scene exercises both forward paths with visible Gaussians, and culled ones in between
         assert 0.3 < int(visible) / int(n) < 0.7 and int(staged_blocks) > 10 and int(direct_visible) > 100, m.group(0)
-        assert float(sh_abs) > 0, m.group(0)
-        seen.add((int(degree), layout))
+        seen.add((degree, layout))
+
+        # the unstaged kernels against the float64 reference, on the Gaussians both keep
+        leaves = g.map(lambda t: t.detach().double().requires_grad_())
+        ref = preprocess(leaves, cam, sh_degree=degree, intersect="accutile")
+        radii = ours["radii"][:, 0]
+        assert (radii == ref.radii).float().mean() > 0.999, degree
+        both = (radii > 0) & (ref.radii > 0)
+        assert both.sum() > 1000
+        assert (ours["means2d"][both] - ref.means2d[both]).abs().max() < 1e-3
+        assert rel(ours["conic_opacity"][both, :3], ref.conics[both].detach()) < 1e-5  # seen: 3e-7
+        assert rel(ours["colors"][both], ref.colors[both].detach()) < 1e-6  # seen: <1e-7
+        assert rel(ours["depths"][both, 0], ref.depths[both].detach()) < 1e-6
+        loss = sum((upstream[k][both].double() * getattr(ref, k)[both].reshape(-1, upstream[k].shape[1])).sum()
+                   for k in upstream)
+        names = ["means", "log_scales", "quats", "opacity_logits", "sh"]  # seen: relative errors < 1e-6
+        grads = torch.autograd.grad(loss, [getattr(leaves, k) for k in names])
+        for name, theirs in zip(names, grads):
+            mine = ours[name].reshape(theirs.shape)
+            assert rel(mine[both], theirs[both]) < 1e-5, (degree, layout, name, rel(mine[both], theirs[both]))
+        used = (degree + 1) ** 2
+        assert not ours["sh"].view(N, 16, 3)[:, used:].any() and float(sh_abs) > 0
     assert seen == {(d, layout) for d in range(4) for layout in ("split", "joined")}
-    assert proc.returncode == 0
