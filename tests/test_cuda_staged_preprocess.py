@@ -2,6 +2,7 @@
 the unstaged kernels' images and gradients, and write every gradient themselves: culled
 Gaussians and bands above the degree read exactly zero in reused, NaN-filled memory (GPU only)."""
 import dataclasses
+import os
 from contextlib import contextmanager
 
 import pytest
@@ -23,8 +24,8 @@ def staged(on: bool):
     load().set_staged_preprocess(on)
     try:
         yield
-    finally:
-        load().set_staged_preprocess(False)
+    finally:  # back to what the run was started with (gsexp/render/cuda/build.py)
+        load().set_staged_preprocess(os.environ.get("GSEXP_STAGED_PREPROCESS", "0") == "1")
 
 
 def mixed_scene():
