@@ -378,18 +378,26 @@ void with_degree(int degree, F f) {
 static size_t stage_bytes(int rest_len) { return sizeof(float) * STAGE_BLOCK * (3 + odd_pitch(rest_len)); }
 constexpr size_t STAGE_LIMIT = 48 * 1024;
 
+// Grid, block and shared memory of the staged or the unstaged variant.
+struct LaunchShape {
+  int blocks, threads;
+  size_t bytes;
+};
+static LaunchShape shape_of(int n, bool staged, size_t bytes) {
+  const int threads = staged ? STAGE_BLOCK : BLOCK;
+  return {(n + threads - 1) / threads, threads, staged ? bytes : 0};
+}
+
 void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
                        PreprocessOut out, bool staged, cudaStream_t stream) {
   if (n == 0) return;
   with_degree(degree, [&](auto d) {
     constexpr int D = decltype(d)::value;
     const size_t bytes = stage_bytes(rest_used<D>());
-    if (staged && bytes <= STAGE_LIMIT)
-      preprocess_kernel<D, true><<<(n + STAGE_BLOCK - 1) / STAGE_BLOCK, STAGE_BLOCK, bytes, stream>>>(
-          n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, intersect, out);
-    else
-      preprocess_kernel<D, false><<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(
-          n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, intersect, out);
+    const bool on = staged && bytes <= STAGE_LIMIT;
+    const LaunchShape l = shape_of(n, on, bytes);
+    (on ? preprocess_kernel<D, true> : preprocess_kernel<D, false>)<<<l.blocks, l.threads, l.bytes, stream>>>(
+        n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, intersect, out);
   });
 }
 
@@ -401,17 +409,14 @@ void launch_preprocess_backward(int n, const GaussianParams& g, int degree, cons
                                 const float* grad_means2d, const float* grad_conic, const float* grad_colors,
                                 GaussianGrads grads, bool staged, cudaStream_t stream) {
   if (n == 0) return;
-  const size_t bytes = stage_bytes(g.sh.rest_len);
+  const bool on = preprocess_backward_staged(staged, g.sh.rest_len);
+  const LaunchShape l = shape_of(n, on, stage_bytes(g.sh.rest_len));
   with_degree(degree, [&](auto d) {
     constexpr int D = decltype(d)::value;
-    if (preprocess_backward_staged(staged, g.sh.rest_len))
-      preprocess_backward_kernel<D, true><<<(n + STAGE_BLOCK - 1) / STAGE_BLOCK, STAGE_BLOCK, bytes, stream>>>(
-          n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, radii, grad_means2d, grad_conic,
-          grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
-    else
-      preprocess_backward_kernel<D, false><<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(
-          n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, radii, grad_means2d, grad_conic,
-          grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
+    (on ? preprocess_backward_kernel<D, true> : preprocess_backward_kernel<D, false>)
+        <<<l.blocks, l.threads, l.bytes, stream>>>(n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam,
+                                                  radii, grad_means2d, grad_conic, grad_colors, grads.means,
+                                                  grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
   });
 }
 
