@@ -1,12 +1,8 @@
 #!/usr/bin/env bash
 # One GPU session for issue 23's scaling study (experiments/scale/run.sh: base, models, render,
-# train, collect). Staged here (about 46 MiB beside the checkout; no LPIPS weights: the base
-# run skips LPIPS, which the study does not use):
-#   mkdir -p .device_scale/whl && cp .device/env.sh .device_scale/    # .device: the lego staging,
-#   cp -r .device/lego_webp .device_scale/                           # see h200_lego_session.sh
-#   cp .device/whl/{antlr4,hydra,lpips,omegaconf,plyfile}*.whl .device_scale/whl/
-#   python ../shared/tools/stage_gpu_job.py --peer    # then copy its gsplat wheel into .device_scale/whl/
-#   (swap it in as .device before the call: mv .device .device_lego && mv .device_scale .device)
+# train, collect). Staged here with `bash tools/stage_scale.sh` (45 MiB in .device: lego as
+# WebP, the wheels with gsplat's; no LPIPS weights: the base run skips LPIPS, which the study
+# does not use).
 # On the GPU machine (the machine goes 30 s after a call: chain the calls with no gap):
 #   source .device/env.sh; mkdir -p /tmp/sc; setsid nohup bash tools/h200_scale_session.sh > /tmp/sc/job.log 2>&1 < /dev/null &
 #   bash tools/h200_scale_session.sh collect 570     # then again until "done"; packs $OUT/scale.tgz
