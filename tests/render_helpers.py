@@ -2,6 +2,7 @@
 parity figures of a rasterizer against the reference computing the same formula."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -37,6 +38,18 @@ def cuda_scene(seed: int, n: int, width: int, height: int, sh_degree: int):
     """random_scene with the Gaussians on the GPU (the camera stays on the host, as render() takes it)."""
     g, cam = random_scene(seed, n, width, height, sh_degree)
     return g.to("cuda"), cam
+
+
+def culled_runs(g: Gaussians, cam: Camera) -> Gaussians:
+    """g with runs of Gaussians moved behind the camera, so that blocks of 128 (the staged
+    preprocess kernels') are whole culled ones ([1024, 3072)), ones with one Gaussian in eight on
+    screen ([4096, 6144): below the quarter the staged forward needs) and, elsewhere, mostly
+    visible ones with one in seven behind the camera."""
+    w2c = cam.world_to_camera.to(torch.float32)
+    behind = (2 * (-w2c[:3, :3].T @ w2c[:3, 3])).to(g.means.device)  # on the line through the origin, past the camera
+    idx = torch.arange(len(g.means), device=g.means.device)
+    away = (idx % 7 == 0) | ((idx >= 1024) & (idx < 3072)) | ((idx >= 4096) & (idx < 6144) & (idx % 8 != 0))
+    return dataclasses.replace(g, means=torch.where(away[:, None], behind, g.means.detach()))
 
 
 def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), hits=None, half_state=False):

@@ -1,15 +1,13 @@
 """The staged preprocess kernels (SH rows through shared memory, ext.set_staged_preprocess) give
 the unstaged kernels' images and gradients, and write every gradient themselves: culled
 Gaussians and bands above the degree read exactly zero in reused, NaN-filled memory (GPU only)."""
-import dataclasses
-import os
 from contextlib import contextmanager
 
 import pytest
 import torch
 
 from gsexp.render import make_settings, render
-from render_helpers import cuda_scene
+from render_helpers import cuda_scene, culled_runs
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -19,30 +17,20 @@ FIELDS = ("means", "log_scales", "quats", "opacity_logits")
 
 @contextmanager
 def staged(on: bool):
-    from gsexp.render.cuda.build import load
+    from gsexp.render.cuda.build import load, staged_preprocess_env
 
     load().set_staged_preprocess(on)
     try:
         yield
-    finally:  # back to what the run was started with (gsexp/render/cuda/build.py)
-        load().set_staged_preprocess(os.environ.get("GSEXP_STAGED_PREPROCESS", "0") == "1")
+    finally:  # back to what the run was started with
+        load().set_staged_preprocess(staged_preprocess_env())
 
 
 def mixed_scene():
     """20,000 Gaussians (SH degree 3 stored) in runs that steer the staged forward's choice per
-    block of 128: whole blocks behind the camera, blocks with one in eight on screen (below the
-    quarter that staging needs, so visible Gaussians take the direct path there), and one in seven
-    behind the camera everywhere else."""
+    block of 128 (render_helpers.culled_runs)."""
     g, cam = cuda_scene(3, 20000, 400, 300, 3)
-    w2c = cam.world_to_camera.to(torch.float32)
-    centre = -w2c[:3, :3].T @ w2c[:3, 3]
-    behind = (2 * centre).to("cuda")  # on the line through the origin, past the camera
-    means = g.means.detach().clone()
-    means[::7] = behind
-    means[2048:6144] = behind
-    sparse = torch.arange(8192, 12288, device="cuda")
-    means[sparse[sparse % 8 != 0]] = behind
-    return dataclasses.replace(g, means=means), cam
+    return culled_runs(g, cam), cam
 
 
 def leaves(g, layout: str):

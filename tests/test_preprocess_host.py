@@ -6,7 +6,6 @@ std::threads meeting at a barrier), at every SH degree and in both SH layouts:
 
 Runs in CI with the CUDA headers (GSEXP_REQUIRE_CUDA_BUILD=1 fails instead of skipping); the GPU
 check of the same is tests/test_cuda_staged_preprocess.py."""
-import dataclasses
 import re
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ import torch
 from conftest import require_cuda_toolchain
 from gsexp.render.cuda.function import camera_values
 from gsexp.render.reference.preprocess import preprocess
-from render_helpers import random_scene
+from render_helpers import culled_runs, random_scene
 
 REPO = Path(__file__).resolve().parents[1]
 LINE = re.compile(r"degree (\d) (split|joined): forward_equal (\d) backward_equal (\d) visible (\d+) of (\d+) "
@@ -35,20 +34,13 @@ def cuda_include() -> Path:
 
 
 def mixed_scene():
-    """Random Gaussians (16 SH bases) with runs moved behind the camera, so that blocks of 128 are
-    whole culled ones, ones with one Gaussian in eight on screen (below the quarter the staged
-    forward needs) and mostly visible ones; and the blend's gradients for the backward."""
+    """Random Gaussians (16 SH bases) with runs behind the camera (render_helpers.culled_runs),
+    and the blend's gradients for the backward."""
     g, cam = random_scene(5, N, 400, 300, 3)
-    w2c = cam.world_to_camera.to(torch.float32)
-    behind = 2 * (-w2c[:3, :3].T @ w2c[:3, 3])  # on the line through the origin, past the camera
-    idx = torch.arange(N)
-    away = (idx % 7 == 0) | ((idx >= 1024) & (idx < 3072)) | ((idx >= 4096) & (idx < 6144) & (idx % 8 != 0))
-    means = g.means.clone()
-    means[away] = behind
     gen = torch.Generator().manual_seed(6)
     upstream = {k: torch.randn(N, d, generator=gen) for k, d in (("means2d", 2), ("conics", 3), ("colors", 3),
                                                                   ("opacities", 1))}
-    return dataclasses.replace(g, means=means), cam, upstream
+    return culled_runs(g, cam), cam, upstream
 
 
 def run_host(tmp_path, g, cam, upstream) -> tuple[str, np.ndarray]:

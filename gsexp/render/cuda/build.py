@@ -78,10 +78,14 @@ def load(verbose: bool = False):
             build_directory=str(build_dir()),
             verbose=verbose,
         )
-        # The staged preprocess kernels are an A/B switch until the H200 has timed them
-        # (csrc/ext.cpp set_staged_preprocess); the environment turns them on for a whole run.
-        _module.set_staged_preprocess(os.environ.get("GSEXP_STAGED_PREPROCESS", "0") == "1")
+        _module.set_staged_preprocess(staged_preprocess_env())
     return _module
+
+
+def staged_preprocess_env() -> bool:
+    """GSEXP_STAGED_PREPROCESS=1: the staged preprocess kernels for the whole run. An A/B switch
+    (csrc/ext.cpp set_staged_preprocess) until the H200 has timed them."""
+    return os.environ.get("GSEXP_STAGED_PREPROCESS", "0") == "1"
 
 
 if __name__ == "__main__":
