@@ -109,12 +109,6 @@ void check_options(const RasterOptions& o) {
 // backward over an unknown id, crashed the H200's Python (2026-12-04), so there is none to make.
 int backward_probe = PROBE_NONE;
 
-// The preprocess kernels with their SH rows staged through shared memory (kernels.h), chosen
-// by set_staged_preprocess from experiments and tests until the H200 has timed and checked them
-// against the unstaged ones; then the faster stays and the switch goes.
-bool staged_preprocess = false;
-void set_staged_preprocess(bool on) { staged_preprocess = on; }
-
 bool set_backward_probe(int probe) {
   if (probe < PROBE_NONE || probe > PROBE_WALK) return false;
   backward_probe = probe;
@@ -134,6 +128,10 @@ torch::Tensor tile_order(const torch::Tensor& ranges, bool heavy_first, cudaStre
 
 const int* data_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr<int>() : nullptr; }
 
+int num_bases(const torch::Tensor& sh, const std::optional<torch::Tensor>& sh_rest) {
+  return (int)(sh_rest ? 1 + sh_rest->size(1) : sh.size(1));
+}
+
 // sh: [N, bases, 3], or with sh_rest the DC term [N,1,3] and sh_rest [N, bases - 1, 3].
 GaussianParams params(const torch::Tensor& means, const torch::Tensor& log_scales, const torch::Tensor& quats,
                       const torch::Tensor& opacity_logits, const torch::Tensor& sh,
@@ -146,20 +144,19 @@ GaussianParams params(const torch::Tensor& means, const torch::Tensor& log_scale
   if (!sh_rest) {
     check_input(sh, "sh", {n, -1, 3});
     TORCH_CHECK(sh.size(1) >= 1, "gsexp cuda rasterizer: sh needs at least the DC coefficient");
-    const float* p = sh.data_ptr<float>();
-    const int stride = (int)sh.size(1) * 3;
-    return {means.data_ptr<float>(), log_scales.data_ptr<float>(), quats.data_ptr<float>(),
-            opacity_logits.data_ptr<float>(), {p, p + 3, stride, stride, stride - 3}};
+  } else {
+    check_input(sh, "sh (the DC term)", {n, 1, 3});
+    check_input(*sh_rest, "sh_rest", {n, -1, 3});
   }
-  check_input(sh, "sh (the DC term)", {n, 1, 3});
-  check_input(*sh_rest, "sh_rest", {n, -1, 3});
+  // the preprocess backward holds a block's rows in shared memory sized for degree 3
+  TORCH_CHECK(num_bases(sh, sh_rest) <= MAX_SH_BASES, "gsexp cuda rasterizer: at most ", MAX_SH_BASES,
+              " SH coefficients per Gaussian (degree 3), the Gaussians have ", num_bases(sh, sh_rest));
+  const float* dc = sh.data_ptr<float>();
+  const int joined = (int)sh.size(1) * 3, rest = sh_rest ? (int)sh_rest->size(1) * 3 : joined - 3;
+  const ShView<const float> view = sh_rest ? ShView<const float>{dc, sh_rest->data_ptr<float>(), 3, rest, rest}
+                                           : ShView<const float>{dc, dc + 3, joined, joined, rest};
   return {means.data_ptr<float>(), log_scales.data_ptr<float>(), quats.data_ptr<float>(),
-          opacity_logits.data_ptr<float>(), {sh.data_ptr<float>(), sh_rest->data_ptr<float>(), 3,
-                                             (int)sh_rest->size(1) * 3, (int)sh_rest->size(1) * 3}};
-}
-
-int num_bases(const torch::Tensor& sh, const std::optional<torch::Tensor>& sh_rest) {
-  return (int)(sh_rest ? 1 + sh_rest->size(1) : sh.size(1));
+          opacity_logits.data_ptr<float>(), view};
 }
 
 }  // namespace
@@ -204,7 +201,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   launch_preprocess((int)n, g, (int)degree, cam, mode,
                     {means2d.data_ptr<float>(), conic_opacity.data_ptr<float>(), colors.data_ptr<float>(),
                      depths.data_ptr<float>(), radii.data_ptr<int>(), touched.data_ptr<int>()},
-                    staged_preprocess, stream);
+                    stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("preprocess");
 
@@ -289,12 +286,11 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
   StageTimer timer(options.timing, stream);
 
   // Every gradient is a slice of one allocation. The blend backward accumulates the first four
-  // (means2d, conic, opacity, colours), so they start at zero; the unstaged preprocess backward
-  // writes only visible Gaussians, so then the rest is cleared too (one memset either way).
+  // (means2d, conic, opacity, colours), so they start at zero; the preprocess backward writes
+  // every value of the rest.
   const int64_t sh_numel = sh.numel() + (sh_rest ? sh_rest->numel() : 0);
   // Each slice starts on 16 bytes, so the fused Adam takes every gradient a float4 at a time.
   const int64_t total = n * (2 + 3 + 1 + 3 + 3 + 3 + 4) + sh_numel + 4 * 9;
-  const bool writes_all = preprocess_backward_staged(staged_preprocess, g.sh.rest_len);
   auto grads = torch::empty({total}, f32);
   int64_t offset = 0;
   auto slice = [&](std::vector<int64_t> shape) {
@@ -309,7 +305,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
   auto grad_conic = slice({n, 3});
   auto grad_opacity = slice({n});
   auto grad_colors = slice({n, 3});
-  grads.narrow(0, 0, writes_all ? offset : total).zero_();  // the blend's four, or everything
+  grads.narrow(0, 0, offset).zero_();
   const torch::Tensor tiles = order ? *order : torch::Tensor();  // the forward's order
   BlendBackwardArgs args{ranges.data_ptr<int>(), data_or_null(tiles), point_list.data_ptr<int32_t>(), means2d.data_ptr<float>(),
                          conic_opacity.data_ptr<float>(), colors.data_ptr<float>(),
@@ -338,7 +334,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
                              grad_conic.data_ptr<float>(), grad_colors.data_ptr<float>(),
                              {grad_means.data_ptr<float>(), grad_log_scales.data_ptr<float>(),
                               grad_quats.data_ptr<float>(), grad_opacity.data_ptr<float>(), grad_view},
-                             writes_all, stream);
+                             stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("backward");
   // grad_opacity now holds d/d logit
@@ -370,8 +366,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                      py::arg("accutile") = (int)INTERSECT_ACCUTILE);
   m.def("rasterize_forward", &rasterize_forward, "gsexp: preprocess, duplicate, sort, ranges, blend");
   m.def("rasterize_backward", &rasterize_backward, "gsexp: the shared exact fp32 backward");
-  m.def("set_staged_preprocess", &set_staged_preprocess,
-        "gsexp: the preprocess kernels with SH rows staged through shared memory (an A/B switch, off by default)");
   m.def("set_backward_probe", &set_backward_probe, "gsexp: leave a part of the blend backward out (timing only); false for an unknown id");
   m.def("ssim_forward", &ssim_forward, "gsexp: fused SSIM (torchmetrics' window and padding) weighted with L1, value and partials",
         py::arg("img"), py::arg("ref"), py::arg("w_ssim") = 1.0, py::arg("w_l1") = 0.0, py::arg("w_constant") = 0.0);

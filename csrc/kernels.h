@@ -58,17 +58,15 @@ struct GaussianGrads {
   ShView<float> sh;
 };
 
-// intersect: INTERSECT_* (config.h). staged: the SH rows go through shared memory (coalesced);
-// the backward then writes every gradient of every Gaussian, zeros included, so only the
-// blend's accumulated ones (means2d, conic, opacity, colours) need a cleared buffer.
+// intersect: INTERSECT_* (config.h). The backward writes every gradient of every Gaussian,
+// zeros included, so only the blend's accumulated ones (means2d, conic, opacity, colours) need a
+// cleared buffer.
 void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
-                       PreprocessOut out, bool staged, cudaStream_t stream);
+                       PreprocessOut out, cudaStream_t stream);
 
 void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, const int* radii,
                                 const float* grad_means2d, const float* grad_conic, const float* grad_colors,
-                                GaussianGrads grads, bool staged, cudaStream_t stream);
-// Whether that backward runs staged for rows of rest_len floats (it falls back past 16 bases).
-bool preprocess_backward_staged(bool staged, int rest_len);
+                                GaussianGrads grads, cudaStream_t stream);
 
 // ---- binning.cu -------------------------------------------------------------------------
 // offsets[i] = touched[0] + ... + touched[i], in 64 bits (cub scan).

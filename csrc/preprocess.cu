@@ -83,9 +83,9 @@ __device__ inline void view_dir(const Camera& cam, const float* p, float* d, flo
   for (int k = 0; k < 3; ++k) d[k] = v[k] / norm;
 }
 
-// Block sizes: the unstaged kernels, and the staged ones (smaller blocks, so that the shared
-// memory a block holds leaves room for several per SM).
-constexpr int BLOCK = 256, STAGE_BLOCK = 128;
+// Block sizes: the forward's, and the backward's (smaller, so that the shared memory a block
+// holds leaves room for several per SM).
+constexpr int BLOCK = 256, BACKWARD_BLOCK = 128;
 
 // A block's rows of one SH array in shared memory. One thread per Gaussian reading its own row
 // from global memory strides a row (up to 180 B) between neighbouring threads, so a warp's load
@@ -120,56 +120,37 @@ __device__ inline ShView<T> staged_view(const ShStage& dc, const ShStage& rest, 
 }
 
 // Writes every output of every Gaussian (zeros when culled), so the buffers need no memset.
-// STAGED: the SH rows come through shared memory when a quarter of the block is on screen
-// (below that, staging would read mostly rows nobody needs).
-template <int DEGREE, bool STAGED>
+template <int DEGREE>
 __global__ void preprocess_kernel(int n, const float* __restrict__ means,
                                   const float* __restrict__ log_scales, const float* __restrict__ quats,
                                   const float* __restrict__ opacity_logits, ShView<const float> sh,
                                   Camera cam, int intersect, PreprocessOut out) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (!STAGED && i >= n) return;  // the staged kernel's threads all reach its barriers
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
   const float* p = means + 3 * i;
+  Projection P;
+  bool in_front = project(cam, p, log_scales + 3 * i, quats + 4 * i, P);
+  out.depths[i] = P.t[2];
+  float det = P.a * P.c - P.b * P.b;
   float mx = 0.f, my = 0.f, radius = 0.f;
   float4 co = make_float4(0.f, 0.f, 0.f, 0.f);
   int touched = 0;
-  if (i < n) {
-    Projection P;
-    bool in_front = project(cam, p, log_scales + 3 * i, quats + 4 * i, P);
-    out.depths[i] = P.t[2];
-    float det = P.a * P.c - P.b * P.b;
-    if (in_front && det > 0.f) {
-      mx = cam.fx * P.t[0] / P.t[2] + cam.cx - 0.5f;
-      my = cam.fy * P.t[1] / P.t[2] + cam.cy - 0.5f;
-      float mid = 0.5f * (P.a + P.c);
-      float root = __fsqrt_rn(fmaxf(mid * mid - det, 0.1f));
-      radius = ceilf(3.f * __fsqrt_rn(mid + root));
-      co = make_float4(__fdiv_rn(P.c, det), __fdiv_rn(-P.b, det), __fdiv_rn(P.a, det), sigmoid(opacity_logits[i]));
-      int x0, y0, x1, y1;
-      Ellipse e;
-      if (intersect == INTERSECT_AABB) {
-        tile_rect(mx, my, radius, cam.tiles_x, cam.tiles_y, x0, y0, x1, y1);
-        touched = max((x1 - x0) * (y1 - y0), 0);
-      } else if (ellipse_of(mx, my, co, e) && snug_rect(e, cam.width, cam.height, x0, y0, x1, y1)) {
-        touched = intersect == INTERSECT_SNUGBOX ? (x1 - x0) * (y1 - y0)
-                                                 : accutile(e, cam.width, cam.height, x0, y0, x1, y1, [](int, int) {});
-      }
+  if (in_front && det > 0.f) {
+    mx = cam.fx * P.t[0] / P.t[2] + cam.cx - 0.5f;
+    my = cam.fy * P.t[1] / P.t[2] + cam.cy - 0.5f;
+    float mid = 0.5f * (P.a + P.c);
+    float root = __fsqrt_rn(fmaxf(mid * mid - det, 0.1f));
+    radius = ceilf(3.f * __fsqrt_rn(mid + root));
+    co = make_float4(__fdiv_rn(P.c, det), __fdiv_rn(-P.b, det), __fdiv_rn(P.a, det), sigmoid(opacity_logits[i]));
+    int x0, y0, x1, y1;
+    Ellipse e;
+    if (intersect == INTERSECT_AABB) {
+      tile_rect(mx, my, radius, cam.tiles_x, cam.tiles_y, x0, y0, x1, y1);
+      touched = max((x1 - x0) * (y1 - y0), 0);
+    } else if (ellipse_of(mx, my, co, e) && snug_rect(e, cam.width, cam.height, x0, y0, x1, y1)) {
+      touched = intersect == INTERSECT_SNUGBOX ? (x1 - x0) * (y1 - y0)
+                                               : accutile(e, cam.width, cam.height, x0, y0, x1, y1, [](int, int) {});
     }
-  }
-  ShView<const float> coeffs = sh;
-  int row = i;
-  if constexpr (STAGED) {
-    extern __shared__ float smem[];
-    const int i0 = blockIdx.x * blockDim.x, rows = min((int)blockDim.x, n - i0);
-    if (__syncthreads_count(touched > 0) * 4 >= rows) {  // uniform across the block
-      const ShStage dc{smem, 3, 3}, rest{smem + 3 * blockDim.x, rest_used<DEGREE>(), odd_pitch(rest_used<DEGREE>())};
-      stage_in(dc, sh.dc + (int64_t)i0 * sh.dc_stride, sh.dc_stride, rows);
-      stage_in(rest, sh.rest + (int64_t)i0 * sh.rest_stride, sh.rest_stride, rows);
-      __syncthreads();
-      coeffs = staged_view<const float>(dc, rest, threadIdx.x, sh.rest_len);
-      row = 0;
-    }
-    if (i >= n) return;
   }
   float rgb[3] = {0.f, 0.f, 0.f};
   if (touched > 0) {
@@ -182,7 +163,7 @@ __global__ void preprocess_kernel(int n, const float* __restrict__ means,
     for (int ch = 0; ch < 3; ++ch) {
       float acc = 0.f;
 #pragma unroll
-      for (int k = 0; k < k_used; ++k) acc += basis[k] * coeffs.at(row, k, ch);
+      for (int k = 0; k < k_used; ++k) acc += basis[k] * sh.at(i, k, ch);
       rgb[ch] = fmaxf(acc + 0.5f, 0.f);
     }
   } else {
@@ -312,10 +293,11 @@ __device__ inline void backward_one(
   for (int j = 0; j < 3; ++j) g_means[3 * i + j] = gp[j] + (gd[j] - d[j] * dot) * inv_norm;
 }
 
-// Not STAGED: only visible Gaussians are written; the rest keep the caller's zeros.
-// STAGED: every gradient of every Gaussian is written (zeros when culled, and for bands above
-// DEGREE), the SH ones computed in place in shared memory and stored a row per warp.
-template <int DEGREE, bool STAGED>
+// Writes every gradient of every Gaussian (zeros when culled, and for bands above DEGREE), so
+// the caller clears only what the blend accumulates. A block's SH rows come through shared
+// memory a row per warp, their gradients are computed there in place and go back the same way:
+// one thread per row in global memory would scatter its 48 loads and stores 180 B apart.
+template <int DEGREE>
 __global__ void preprocess_backward_kernel(
     int n, const float* __restrict__ means, const float* __restrict__ log_scales,
     const float* __restrict__ quats, const float* __restrict__ opacity_logits,
@@ -323,37 +305,28 @@ __global__ void preprocess_backward_kernel(
     const float* __restrict__ g_means2d, const float* __restrict__ g_conic,
     const float* __restrict__ g_colors, float* g_means, float* g_log_scales, float* g_quats,
     float* g_opacity, ShView<float> g_sh) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  const bool visible = i < n && radii[i] > 0;
-  if constexpr (!STAGED) {
-    if (visible)
-      backward_one<DEGREE>(i, means, log_scales, quats, opacity_logits, sh, i, cam, g_means2d, g_conic, g_colors,
-                           g_means, g_log_scales, g_quats, g_opacity, g_sh);
-  } else {
-    extern __shared__ float smem[];
-    const int t = threadIdx.x, i0 = blockIdx.x * blockDim.x, rows = min((int)blockDim.x, n - i0);
-    const ShStage dc{smem, 3, 3}, rest{smem + 3 * blockDim.x, sh.rest_len, odd_pitch(sh.rest_len)};
-    stage_in(dc, sh.dc + (int64_t)i0 * sh.dc_stride, sh.dc_stride, rows);
-    stage_in(rest, sh.rest + (int64_t)i0 * sh.rest_stride, sh.rest_stride, rows);
-    __syncthreads();
-    float* dc_row = dc.row(t);
-    float* rest_row = rest.row(t);
-    if (visible) {
-      const ShView<float> mine = staged_view<float>(dc, rest, t, sh.rest_len);
-      backward_one<DEGREE>(i, means, log_scales, quats, opacity_logits,
-                           {mine.dc, mine.rest, 0, 0, mine.rest_len}, 0, cam, g_means2d, g_conic,
-                           g_colors, g_means, g_log_scales, g_quats, g_opacity, mine);
-      for (int c = rest_used<DEGREE>(); c < rest.len; ++c) rest_row[c] = 0.f;
-    } else if (i < n) {
-      for (int c = 0; c < 3; ++c) dc_row[c] = 0.f;
-      for (int c = 0; c < rest.len; ++c) rest_row[c] = 0.f;
-      for (int j = 0; j < 3; ++j) g_means[3 * i + j] = g_log_scales[3 * i + j] = 0.f;
-      for (int j = 0; j < 4; ++j) g_quats[4 * i + j] = 0.f;
-    }
-    __syncthreads();
-    stage_out(dc, g_sh.dc + (int64_t)i0 * g_sh.dc_stride, g_sh.dc_stride, rows);
-    stage_out(rest, g_sh.rest + (int64_t)i0 * g_sh.rest_stride, g_sh.rest_stride, rows);
+  extern __shared__ float smem[];
+  const int t = threadIdx.x, i0 = blockIdx.x * blockDim.x, i = i0 + t, rows = min((int)blockDim.x, n - i0);
+  const ShStage dc{smem, 3, 3}, rest{smem + 3 * blockDim.x, sh.rest_len, odd_pitch(sh.rest_len)};
+  stage_in(dc, sh.dc + (int64_t)i0 * sh.dc_stride, sh.dc_stride, rows);
+  stage_in(rest, sh.rest + (int64_t)i0 * sh.rest_stride, sh.rest_stride, rows);
+  __syncthreads();
+  float* dc_row = dc.row(t);
+  float* rest_row = rest.row(t);
+  if (i < n && radii[i] > 0) {
+    const ShView<float> mine = staged_view<float>(dc, rest, t, sh.rest_len);
+    backward_one<DEGREE>(i, means, log_scales, quats, opacity_logits, {mine.dc, mine.rest, 0, 0, mine.rest_len}, 0,
+                         cam, g_means2d, g_conic, g_colors, g_means, g_log_scales, g_quats, g_opacity, mine);
+    for (int c = rest_used<DEGREE>(); c < rest.len; ++c) rest_row[c] = 0.f;
+  } else if (i < n) {
+    for (int c = 0; c < 3; ++c) dc_row[c] = 0.f;
+    for (int c = 0; c < rest.len; ++c) rest_row[c] = 0.f;
+    for (int j = 0; j < 3; ++j) g_means[3 * i + j] = g_log_scales[3 * i + j] = 0.f;
+    for (int j = 0; j < 4; ++j) g_quats[4 * i + j] = 0.f;
   }
+  __syncthreads();
+  stage_out(dc, g_sh.dc + (int64_t)i0 * g_sh.dc_stride, g_sh.dc_stride, rows);
+  stage_out(rest, g_sh.rest + (int64_t)i0 * g_sh.rest_stride, g_sh.rest_stride, rows);
 }
 
 }  // namespace
@@ -373,50 +346,28 @@ void with_degree(int degree, F f) {
   }
 }
 
-// Shared memory of a staged block: its DC rows and `rest_len` floats of each rest row. Past the
-// default 48 KB limit (more than 16 bases) the kernels run unstaged.
-static size_t stage_bytes(int rest_len) { return sizeof(float) * STAGE_BLOCK * (3 + odd_pitch(rest_len)); }
-constexpr size_t STAGE_LIMIT = 48 * 1024;
-
-// Grid, block and shared memory of the staged or the unstaged variant.
-struct LaunchShape {
-  int blocks, threads;
-  size_t bytes;
-};
-static LaunchShape shape_of(int n, bool staged, size_t bytes) {
-  const int threads = staged ? STAGE_BLOCK : BLOCK;
-  return {(n + threads - 1) / threads, threads, staged ? bytes : 0};
-}
+// Shared memory of a backward block: its DC rows and each rest row (at most 45 floats: ext.cpp
+// takes at most 16 bases), 25 KB.
+static size_t stage_bytes(int rest_len) { return sizeof(float) * BACKWARD_BLOCK * (3 + odd_pitch(rest_len)); }
 
 void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
-                       PreprocessOut out, bool staged, cudaStream_t stream) {
+                       PreprocessOut out, cudaStream_t stream) {
   if (n == 0) return;
   with_degree(degree, [&](auto d) {
-    constexpr int D = decltype(d)::value;
-    const size_t bytes = stage_bytes(rest_used<D>());
-    const bool on = staged && bytes <= STAGE_LIMIT;
-    const LaunchShape l = shape_of(n, on, bytes);
-    (on ? preprocess_kernel<D, true> : preprocess_kernel<D, false>)<<<l.blocks, l.threads, l.bytes, stream>>>(
+    preprocess_kernel<decltype(d)::value><<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(
         n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, intersect, out);
   });
 }
 
-bool preprocess_backward_staged(bool staged, int rest_len) {
-  return staged && stage_bytes(rest_len) <= STAGE_LIMIT;
-}
-
 void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, const int* radii,
                                 const float* grad_means2d, const float* grad_conic, const float* grad_colors,
-                                GaussianGrads grads, bool staged, cudaStream_t stream) {
+                                GaussianGrads grads, cudaStream_t stream) {
   if (n == 0) return;
-  const bool on = preprocess_backward_staged(staged, g.sh.rest_len);
-  const LaunchShape l = shape_of(n, on, stage_bytes(g.sh.rest_len));
   with_degree(degree, [&](auto d) {
-    constexpr int D = decltype(d)::value;
-    (on ? preprocess_backward_kernel<D, true> : preprocess_backward_kernel<D, false>)
-        <<<l.blocks, l.threads, l.bytes, stream>>>(n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam,
-                                                  radii, grad_means2d, grad_conic, grad_colors, grads.means,
-                                                  grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
+    preprocess_backward_kernel<decltype(d)::value>
+        <<<(n + BACKWARD_BLOCK - 1) / BACKWARD_BLOCK, BACKWARD_BLOCK, stage_bytes(g.sh.rest_len), stream>>>(
+            n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, radii, grad_means2d, grad_conic,
+            grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
   });
 }
 

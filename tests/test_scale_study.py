@@ -31,19 +31,11 @@ def test_study_pipeline_on_the_cpu(shared, tmp_path):
     prof = step["profile"]  # on a CPU: the ops with the most self time, and the step's phases
     assert prof["steps"] == 2 and len(prof["top"]) == 5 and prof["total_ms_per_step"] > prof["top"][0]["ms_per_step"] > 0
     assert set(step["phase_ms"]) >= {"render", "backward", "optimizer"} and step["phase_ms"]["backward"] > 0
-    assert step["staged_preprocess"] is False
     (tmp_path / "profile").mkdir()
     (tmp_path / "profile/gsexp_6K.json").write_text(json.dumps(step))
-    # the table's arithmetic, on rows made from that one: the staged A/B and the peer side by side
-    ms = step["step_ms_median"]
-    for name, changes in (("gsexp+staged", {"staged_preprocess": True, "step_ms_median": ms / 2}),
-                          ("gsplat", {"trainer": "gsplat", "step_ms_median": 2 * ms})):
-        (tmp_path / f"train/{name}_6K_r1.json").write_text(json.dumps({**step, **changes}))
 
     out = run(SCALE / "summarize.py", tmp_path, "--out", tmp_path / "summary").stdout
     assert "| 6,000 |" in out and "| 12,000 |" in out and "Training step" in out and "pair overflows" in out
-    assert "gsexp+staged ms | gsplat ÷ gsexp+staged" in out
-    assert f"| 6,000 | {ms:.2f} | 2.00× | {ms / 2:.2f} | 4.00× | {2 * ms:.2f} |" in out
     assert "Where a training step goes at 6,000 Gaussians" in out and f"| 1 | {prof['top'][0]['name'][:20]}" in out
     assert (tmp_path / "summary/cost_per_pair.png").stat().st_size > 0
     assert (tmp_path / "summary/results.md").read_text().strip() == out.strip()
@@ -53,3 +45,16 @@ def test_train_step_refuses_a_missing_model(tmp_path):
     proc = subprocess.run([sys.executable, SCALE / "train_step.py", "--ply", tmp_path / "none.ply", "--trainer",
                            "gsexp"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "none.ply: no such file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_kernel_names_in_the_profile_table():
+    """CUDA kernels' names as the profiler gives them, cut to the name (a `?` hid ours before)."""
+    sys.path.insert(0, str(SCALE))
+    try:
+        from summarize import short
+    finally:
+        sys.path.remove(str(SCALE))
+    assert short("void (anonymous namespace)::preprocess_kernel<3>(int, float const*)") == "preprocess_kernel"
+    assert short("void gsplat::rasterize_to_pixels_3dgs_bwd_kernel<float>(unsigned int)") == \
+        "gsplat::rasterize_to_pixels_3dgs_bwd_kernel"
+    assert short("Optimizer.step#Adam.step") == "Optimizer.step#Adam.step"

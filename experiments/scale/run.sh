@@ -4,10 +4,8 @@
 #   base     lego 30K with experiment=lego_fast: the trained SH-3 model the others grow from
 #   models   grow it (python -m gsexp.bench.grow) to each of $SIZES and $TRAIN_SIZES
 #   render   python -m gsexp.bench per model and resolution: 4 gsexp variants + gsplat, interleaved
-#   train    train_step.py per size, each of $TRAINERS, $ROUNDS rounds
+#   train    train_step.py per size, gsexp then gsplat, $ROUNDS rounds
 #   profile  train_step.py --profile at $PROFILE_SIZES: each trainer's costliest kernels
-# TRAINERS: gsexp, gsplat, and gsexp+staged (gsexp with GSEXP_STAGED_PREPROCESS=1, the A/B of
-# the staged preprocess kernels, csrc/preprocess.cu).
 #   collect  summarize.py into $W/summary, and a tarball of the JSON files to $OUT
 # Steps skip what an earlier call finished, so a call cut at its time limit can be run again.
 set -euo pipefail
@@ -17,12 +15,10 @@ TRAIN_SIZES=${TRAIN_SIZES-"1M 3M 6M"}
 PROFILE_SIZES=${PROFILE_SIZES-"3M"}
 RESOLUTIONS=${RESOLUTIONS:-"1920x1080 3840x2160"}
 ROUNDS=${ROUNDS:-2}
-TRAINERS=${TRAINERS:-"gsexp gsplat"}
 LEGO=${LEGO:-${GSEXP_SHARED:-../shared}/data/nerf_synthetic/lego}
 LPIPS_NET=${LPIPS_NET:-vgg}        # alex where only AlexNet's weights are staged
 RASTERIZERS=vanilla,vanilla:intersect=accutile,tc_gs,tc_gs:intersect=accutile
 mkdir -p "$W"/models "$W"/render "$W"/train "$W"/profile
-staged() { local t=$1; shift; GSEXP_STAGED_PREPROCESS=$([ "$t" = gsexp+staged ] && echo 1 || echo 0) "$@"; }
 
 for step in "$@"; do
   case $step in
@@ -42,16 +38,16 @@ for step in "$@"; do
           --height "${r#*x}" --num-cameras 4 --warmup 5 --frames 10 --rounds 3 --rasterizers $RASTERIZERS --json "$out"
       done; done ;;
     train)
-      for round in $(seq "$ROUNDS"); do for s in $TRAIN_SIZES; do for t in $TRAINERS; do
+      for round in $(seq "$ROUNDS"); do for s in $TRAIN_SIZES; do for t in gsexp gsplat; do
         out="$W"/train/${t}_${s}_r$round.json
-        [ -f "$out" ] || staged $t python experiments/scale/train_step.py --ply "$W"/models/lego_$s.ply --trainer ${t%+staged} \
+        [ -f "$out" ] || python experiments/scale/train_step.py --ply "$W"/models/lego_$s.ply --trainer $t \
           --data-path "$LEGO" --steps 100 --warmup 100 --out "$out"  # warm-up: a pass over lego's 100
           # views, so the pair capacity has seen every view's count before the clock (no dropped pairs)
       done; done; done ;;
     profile)  # where the step goes, per trainer: the kernels of 20 steps after 30 timed
-      for s in $PROFILE_SIZES; do for t in $TRAINERS; do
+      for s in $PROFILE_SIZES; do for t in gsexp gsplat; do
         out="$W"/profile/${t}_$s.json
-        [ -f "$out" ] || staged $t python experiments/scale/train_step.py --ply "$W"/models/lego_$s.ply --trainer ${t%+staged} \
+        [ -f "$out" ] || python experiments/scale/train_step.py --ply "$W"/models/lego_$s.ply --trainer $t \
           --data-path "$LEGO" --steps 30 --warmup 100 --profile 20 --top 15 --out "$out"
       done; done ;;
     collect)

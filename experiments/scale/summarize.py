@@ -73,67 +73,57 @@ def stage_table(res: str, by_size: dict) -> list[str]:
     return lines + [""]
 
 
-def trainer(r: dict) -> str:
-    """gsexp, gsplat, or gsexp+staged (run.sh's TRAINERS: the staged preprocess kernels' A/B)."""
-    return r["trainer"] + ("+staged" if r.get("staged_preprocess") else "")
-
-
 def train_table(results: list[dict]) -> list[str]:
     by = defaultdict(list)
     for r in results:
-        by[(r["num_gaussians"], trainer(r))].append(r)
+        by[(r["num_gaussians"], r["trainer"])].append(r)
     sizes = sorted({n for n, _ in by})
     if not sizes:
         return []
-    ours = ["gsexp"] + (["gsexp+staged"] if any(t == "gsexp+staged" for _, t in by) else [])
     lines = ["### Training step at a fixed model (lego views, step 20,000 of 30,000)", "",
-             "| Gaussians | " + " | ".join(f"{t} ms | gsplat ÷ {t}" for t in ours) + " | gsplat ms | "
-             + " | ".join(f"{t} peak GiB" for t in ours) + " | gsplat peak GiB | rounds | gsexp pair overflows |",
-             "|---:" * (4 + 3 * len(ours)) + "|"]
+             "| Gaussians | gsexp ms | gsplat ms | gsplat ÷ gsexp | gsexp peak GiB | gsplat peak GiB | rounds "
+             "| gsexp pair overflows |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
     def med(n, t, key):
         vals = [r[key] for r in by.get((n, t), []) if r.get(key) is not None]
         return statistics.median(vals) if vals else None
 
-    fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
     for n in sizes:
-        peer = med(n, "gsplat", "step_ms_median")
-        cells = []
-        for t in ours:
-            ms = med(n, t, "step_ms_median")
-            cells.append(f"{fmt(ms, '.2f')} | " + (f"{peer / ms:.2f}×" if ms and peer else "-"))
-        mems = " | ".join(fmt(med(n, t, "peak_mem_gib"), ".2f") for t in ours)
-        rounds = max(len(by.get((n, t), [])) for t in ours + ["gsplat"])
-        overflows = sum(r.get("pair_overflows", 0) for t in ours for r in by.get((n, t), []))
-        lines.append(f"| {n:,} | " + " | ".join(cells) + f" | {fmt(peer, '.2f')} | {mems} | "
-                     f"{fmt(med(n, 'gsplat', 'peak_mem_gib'), '.2f')} | {rounds} | {overflows} |")
+        ours, peer = med(n, "gsexp", "step_ms_median"), med(n, "gsplat", "step_ms_median")
+        ratio = f"{peer / ours:.2f}×" if ours and peer else "-"
+        fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
+        lines.append(f"| {n:,} | {fmt(ours, '.2f')} | {fmt(peer, '.2f')} | {ratio} | "
+                     f"{fmt(med(n, 'gsexp', 'peak_mem_gib'), '.2f')} | {fmt(med(n, 'gsplat', 'peak_mem_gib'), '.2f')} | "
+                     f"{max(len(by.get((n, 'gsexp'), [])), len(by.get((n, 'gsplat'), [])))} | "
+                     f"{sum(r.get('pair_overflows', 0) for r in by.get((n, 'gsexp'), []))} |")
     # a render past its pair capacity dropped pairs: that step did less than the real one
     return lines + ["", "Pair overflows above 0 mean some timed gsexp steps dropped pairs: those rows "
                     "understate the step.", ""]
 
 
 def short(kernel: str) -> str:
-    """A kernel's name without its template arguments and signature."""
+    """A kernel's name without its return type, anonymous namespace, template arguments and signature."""
+    kernel = kernel.removeprefix("void ").replace("(anonymous namespace)::", "")
     for sep in ("<", "("):
         kernel = kernel.split(sep)[0]
-    return kernel.removeprefix("void ").strip() or "?"
+    return kernel.strip() or "?"
 
 
 def profile_table(results: list[dict], top: int = 10) -> list[str]:
-    """Per size, each trainer's costliest kernels side by side (train_step.py --profile)."""
-    by = {(r["num_gaussians"], trainer(r)): r for r in results if r.get("profile")}
+    """Per size, the two trainers' costliest kernels side by side (train_step.py --profile)."""
+    by = {(r["num_gaussians"], r["trainer"]): r for r in results if r.get("profile")}
     lines = []
     for n in sorted({n for n, _ in by}):
-        names = [t for t in ("gsexp", "gsexp+staged", "gsplat") if (n, t) in by]
+        ours, peer = by.get((n, "gsexp")), by.get((n, "gsplat"))
         head = [f"### Where a training step goes at {n:,} Gaussians (torch.profiler, ms per step)", ""]
-        for name in names:
-            r = by[(n, name)]
-            head.append(f"- {name}: {r['profile']['total_ms_per_step']:.2f} ms of {r['profile']['kind']} per step "
-                        f"({r['profile']['steps']} steps)" + (", phases " + ", ".join(
-                            f"{k} {v:.2f}" for k, v in r["phase_ms"].items()) if r.get("phase_ms") else ""))
-        rows = [by[(n, t)]["profile"]["top"] or [] for t in names]
-        lines += head + ["", "| # | " + " | ".join(f"{t} | ms" for t in names) + " |",
-                         "|---:" + "|---|---:" * len(names) + "|"]
+        for name, r in (("gsexp", ours), ("gsplat", peer)):
+            if r:
+                head.append(f"- {name}: {r['profile']['total_ms_per_step']:.2f} ms of {r['profile']['kind']} per step "
+                            f"({r['profile']['steps']} steps)" + (", phases " + ", ".join(
+                                f"{k} {v:.2f}" for k, v in r["phase_ms"].items()) if r.get("phase_ms") else ""))
+        rows = [(r and r["profile"]["top"]) or [] for r in (ours, peer)]
+        lines += head + ["", "| # | gsexp | ms | gsplat | ms |", "|---:|---|---:|---|---:|"]
         for i in range(min(top, max(map(len, rows)))):
             cells = [f"{short(t[i]['name'])} | {t[i]['ms_per_step']:.3f}" if i < len(t) else "- | -" for t in rows]
             lines.append(f"| {i + 1} | " + " | ".join(cells) + " |")

@@ -188,11 +188,8 @@ def main(argv=None) -> int:
         p.error("--steps and --warmup must be >= 1 (the warm-up sizes the pair buffers), --profile >= 0")
     if a.set and a.trainer != "gsexp":
         p.error("--set overrides gsexp's config; the peer has none")
-    from gsexp.render.cuda.build import staged_preprocess_env
-
     step, n, device, extra = (gsexp_step if a.trainer == "gsexp" else gsplat_step)(a)
     result = {"trainer": a.trainer, "ply": str(a.ply), "num_gaussians": n, "set": a.set,
-              "staged_preprocess": a.trainer == "gsexp" and staged_preprocess_env(),
               "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
               **measure(step, device, a.warmup, a.steps)}
     if a.profile:  # after the timed steps, so profiling never slows what they measure

@@ -78,14 +78,7 @@ def load(verbose: bool = False):
             build_directory=str(build_dir()),
             verbose=verbose,
         )
-        _module.set_staged_preprocess(staged_preprocess_env())
     return _module
-
-
-def staged_preprocess_env() -> bool:
-    """GSEXP_STAGED_PREPROCESS=1: the staged preprocess kernels for the whole run. An A/B switch
-    (csrc/ext.cpp set_staged_preprocess) until the H200 has timed them."""
-    return os.environ.get("GSEXP_STAGED_PREPROCESS", "0") == "1"
 
 
 if __name__ == "__main__":
