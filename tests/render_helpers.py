@@ -57,11 +57,15 @@ def culled_runs(g: Gaussians, cam: Camera) -> Gaussians:
 ATOMICS_REL = 1e-5
 
 
+def rel_error(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+    """|ours - theirs| / |theirs| (Frobenius norms), in theirs' precision."""
+    return ((ours.to(theirs.dtype) - theirs).norm() / theirs.norm().clamp_min(1e-30)).item()
+
+
 def assert_equal_up_to_atomics(ours: torch.Tensor, theirs: torch.Tensor, what: str = "") -> None:
     assert ours.shape == theirs.shape, what
     if theirs.numel():
-        err = ((ours - theirs).norm() / theirs.norm().clamp_min(1e-30)).item()
-        assert err <= ATOMICS_REL, (what, err)
+        assert rel_error(ours, theirs) <= ATOMICS_REL, (what, rel_error(ours, theirs))
 
 
 def naive_render(g: Gaussians, cam: Camera, background=(0.0, 0.0, 0.0), hits=None, half_state=False):
@@ -251,8 +255,7 @@ def gradient_errors(g, cam, settings, background=(0.0, 0.0, 0.0), seed: int = 0)
     for out, leaves in outs:
         ((out.image * w_img * same).sum() + (out.alpha * w_alpha * same).sum()).backward()
         grads.append({**{k: getattr(leaves, k).grad for k in PARAMS}, "means2d": out.means2d.grad})
-    errors = {k: (grads[1][k] - ref_grad).norm().item() / max(ref_grad.norm().item(), 1e-30)
-              for k, ref_grad in grads[0].items()}
+    errors = {k: rel_error(grads[1][k], ref_grad) for k, ref_grad in grads[0].items()}
     errors["excluded_pixels"] = 1.0 - same.float().mean().item()
     return errors
 

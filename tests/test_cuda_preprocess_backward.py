@@ -7,7 +7,7 @@ import torch
 
 from gsexp.render import make_settings, render
 from gsexp.render.settings import reference_of
-from render_helpers import cuda_scene, culled_runs
+from render_helpers import cuda_scene, culled_runs, rel_error
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -25,10 +25,6 @@ def leaves(g, layout: str):
         return params, to_gaussians(params, g.sh_degree)
     joined = g.map(lambda t: t.detach().clone().requires_grad_())
     return {k: getattr(joined, k) for k in (*FIELDS, "sh")}, joined
-
-
-def rel(ours: torch.Tensor, theirs: torch.Tensor) -> float:
-    return ((ours - theirs).norm() / theirs.norm().clamp_min(1e-30)).item()
 
 
 @pytest.mark.parametrize("layout", ["split", "joined"])
@@ -63,7 +59,7 @@ def test_backward_against_the_reference(layout, degree):
         if k == "sh":
             assert not ours[:, used:].any()
             ours, theirs = ours[:, :used], theirs[:, :used]
-        assert rel(ours, theirs) <= 1e-3, (k, rel(ours, theirs))
+        assert rel_error(ours, theirs) <= 1e-3, (k, rel_error(ours, theirs))
 
 
 def test_gradients_start_on_16_bytes():

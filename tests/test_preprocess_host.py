@@ -17,7 +17,7 @@ import torch
 from conftest import require_cuda_toolchain
 from gsexp.render.cuda.function import camera_values
 from gsexp.render.reference.preprocess import preprocess
-from render_helpers import culled_runs, random_scene
+from render_helpers import culled_runs, random_scene, rel_error
 
 REPO = Path(__file__).resolve().parents[1]
 LINE = re.compile(r"degree (\d) (split|joined): visible (\d+) of (\d+)")
@@ -77,10 +77,6 @@ def cases(raw: np.ndarray) -> list[dict]:
     return out
 
 
-def rel(ours: torch.Tensor, theirs: torch.Tensor) -> float:
-    return ((ours.double() - theirs).norm() / theirs.norm().clamp_min(1e-30)).item()
-
-
 def test_kernels_on_the_cpu(tmp_path):
     if shutil.which("g++") is None:
         pytest.skip("needs g++")
@@ -109,16 +105,16 @@ def test_kernels_on_the_cpu(tmp_path):
         both = (radii > 0) & (ref.radii > 0)
         assert both.sum() > 1000
         assert (ours["means2d"][both] - ref.means2d[both]).abs().max() < 1e-3
-        assert rel(ours["conic_opacity"][both, :3], ref.conics[both].detach()) < 1e-5  # seen: 3e-7
-        assert rel(ours["colors"][both], ref.colors[both].detach()) < 1e-6  # seen: <1e-7
-        assert rel(ours["depths"][both, 0], ref.depths[both].detach()) < 1e-6
+        assert rel_error(ours["conic_opacity"][both, :3], ref.conics[both].detach()) < 1e-5  # seen: 3e-7
+        assert rel_error(ours["colors"][both], ref.colors[both].detach()) < 1e-6  # seen: <1e-7
+        assert rel_error(ours["depths"][both, 0], ref.depths[both].detach()) < 1e-6
         loss = sum((upstream[k][both].double() * getattr(ref, k)[both].reshape(-1, upstream[k].shape[1])).sum()
                    for k in upstream)
         names = ["means", "log_scales", "quats", "opacity_logits", "sh"]  # seen: relative errors < 1e-6
         grads = torch.autograd.grad(loss, [getattr(leaves, k) for k in names])
         for name, theirs in zip(names, grads):
             mine = ours[name].reshape(theirs.shape)
-            assert rel(mine[both], theirs[both]) < 1e-5, (degree, layout, name, rel(mine[both], theirs[both]))
+            assert rel_error(mine[both], theirs[both]) < 1e-5, (degree, layout, name, rel_error(mine[both], theirs[both]))
         used = (degree + 1) ** 2
         assert not ours["sh"].view(N, 16, 3)[:, used:].any()
     assert seen == {(d, layout) for d in range(4) for layout in ("split", "joined")}
