@@ -106,7 +106,8 @@ def test_bad_rasterizer_spec_fails_naming_it(scene, capsys):
              "torch:blend=nosuch": "not one of", "torch:tcgs": "key=value",
              "torch:precision=fp16": "precision",  # vanilla's blend is fp32
              "vanilla:precision=fp16": "gemm_gs, tc_gs",  # the variants that have the switch
-             "tc_gs": "needs --device cuda", "gsplat": "needs --device cuda"}
+             "tc_gs": "needs --device cuda", "gsplat": "needs --device cuda",
+             "gsplat_higs": "needs --device cuda", "gsplat_higs:tile_size=16": "takes no settings"}
     for spec, problem in cases.items():
         with pytest.raises(SystemExit):
             main(["--ply", str(ply), "--rasterizers", spec, *SMALL, *ONCE])
@@ -122,6 +123,7 @@ def test_parse_rasterizer():
     spec = parse_rasterizer("tc_gs:intersect=accutile:batch=64")
     assert spec.settings == TcGsSettings(intersect="accutile", batch=64) and spec.sh_degree is None
     assert parse_rasterizer("gsplat").settings is None
+    assert parse_rasterizer("gsplat_higs:sh_degree=1").sh_degree == 1
     with pytest.raises(ValueError, match="key=value"):
         parse_rasterizer("torch:blend=gemm:fp16")
     with pytest.raises(ValueError, match="true or false"):

@@ -11,7 +11,7 @@ import gsexp.bench as package
 from gsexp.bench import timing
 from gsexp.bench.cameras import eval_cameras, orbit_cameras, parse_up
 from gsexp.bench.models import load_checkpoint_gaussians
-from gsexp.bench.rasterizers import PEER, make_rasterizer, parse_rasterizer
+from gsexp.bench.rasterizers import PEER, PEERS, make_rasterizer, parse_rasterizer
 from gsexp.bench.report import add_psnr, device_name, make_report, save_images, table, write_json
 from gsexp.gaussians import load_ply
 from gsexp.scene import KINDS
@@ -108,7 +108,7 @@ def make_rasterizers(parser, args, specs, g, background, device):
             rasterizers.append(make_rasterizer(spec, g, background))
         except ImportError as e:  # an explicit gsplat spec without gsplat
             parser.error(f"--rasterizers {spec.text!r}: {e}")
-    if any(s.variant == PEER for s in specs):
+    if any(s.variant in PEERS for s in specs):
         return rasterizers, skipped
     if args.no_gsplat:
         skipped.append("gsplat: skipped (--no-gsplat)")

@@ -1,5 +1,14 @@
-"""Peer rasterizers, timed in the same process as ours: gsplat, called as its users call it."""
+"""Peer rasterizers, timed in the same process as ours: gsplat, called as its users call it.
+
+`gsplat`: gsplat.rasterization() with its defaults (on main, v1.6.0, that includes AccuTile's
+tight tile sets; packed=True). `gsplat_higs`: main's experimental inference renderer
+(gsplat.experimental.render.GaussianInferenceRenderer: fp16 output, 8x8 tiles, no gradients),
+the scene packed once before timing as its users pack it. The installed version, and the commit
+when the environment names it (GSPLAT_COMMIT, set by experiments/peers/stage.sh), are recorded.
+"""
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -33,6 +42,11 @@ def gsplat_render(g, camera, background=(0.0, 0.0, 0.0), *, sh_degree: int | Non
     return image, alpha, meta
 
 
+def gsplat_identity() -> dict:
+    import gsplat
+    return {"version": gsplat.__version__, "commit": os.environ.get("GSPLAT_COMMIT", "unknown")}
+
+
 def gsplat_rasterizer(g, background, sh_degree: int | None = None) -> Rasterizer:
     import gsplat
 
@@ -44,5 +58,36 @@ def gsplat_rasterizer(g, background, sh_degree: int | None = None) -> Rasterizer
         image, _, _ = gsplat_render(g, camera, background, sh_degree=sh_degree, matrices=cache[id(camera)])
         return image, {}
 
-    settings = {"variant": "gsplat", "backend": "gsplat"} | ({} if sh_degree is None else {"sh_degree": sh_degree})
+    settings = {"variant": "gsplat", "backend": "gsplat", **gsplat_identity()}
+    settings |= {} if sh_degree is None else {"sh_degree": sh_degree}
     return Rasterizer(f"gsplat {gsplat.__version__}", run, settings, has_stages=False)
+
+
+def gsplat_higs_rasterizer(g, background, sh_degree: int | None = None) -> Rasterizer:
+    """gsplat main's inference renderer; ImportError on a gsplat without it (1.5.3)."""
+    import gsplat
+    from gsplat.experimental.render import GaussianInferenceRenderer
+    from gsplat.scene import GaussianInferenceScene
+
+    with torch.no_grad():
+        scene = GaussianInferenceScene.from_gaussian_tensors(
+            g.means.contiguous(), torch.nn.functional.normalize(g.quats, dim=-1).contiguous(),
+            g.scales.contiguous(), g.opacities.contiguous(), g.sh.contiguous(), g.sh_degree, "none", id="bench")
+    renderer = GaussianInferenceRenderer(scene)
+    bg = background_tensor(background, g.device).float().contiguous()
+    degree = g.sh_degree if sh_degree is None else min(sh_degree, g.sh_degree)
+    cache = {}
+
+    def run(camera, timing):
+        if id(camera) not in cache:
+            viewmat, k = gsplat_matrices(camera, g.device)
+            cache[id(camera)] = (viewmat[0].contiguous(), k[0].contiguous())
+        viewmat, k = cache[id(camera)]
+        with torch.no_grad():
+            frame = renderer.render(viewmat=viewmat, K=k, width=camera.width, height=camera.height,
+                                    near_plane=NEAR_PLANE, background=bg, sh_degree=degree).frame
+        return frame[0, ..., :3].permute(2, 0, 1).float(), {}
+
+    settings = {"variant": "gsplat_higs", "backend": "gsplat", "precision": "fp16", "tile_size": 8,
+                **gsplat_identity()} | ({} if sh_degree is None else {"sh_degree": sh_degree})
+    return Rasterizer(f"gsplat {gsplat.__version__} HiGS", run, settings, has_stages=False)

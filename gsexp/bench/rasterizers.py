@@ -1,7 +1,7 @@
 """Rasterizer specs and the bench's handle on a rasterizer.
 
 A spec is `variant[:key=value]...`: variant is a name of gsexp.render.settings.VARIANTS
-(torch, vanilla, gemm_gs, tc_gs) or `gsplat` (the peer); keys are that variant's settings,
+(torch, vanilla, gemm_gs, tc_gs) or a peer (`gsplat`; `gsplat_higs`, main's inference renderer); keys are that variant's settings,
 plus `sh_degree` (the SH bands to render, a bench key). Values: true/false, numbers, text.
     tc_gs:intersect=accutile    torch:blend=tcgs:precision=fp16    gemm_gs:batch=64:sh_degree=0
 """
@@ -13,7 +13,8 @@ from typing import Callable
 from gsexp.render import render
 from gsexp.render.settings import VARIANTS, RasterSettings, make_settings
 
-PEER = "gsplat"
+PEER = "gsplat"  # the peer the bench adds by itself
+PEERS = (PEER, "gsplat_higs")
 BENCH_KEYS = ("sh_degree",)  # handled by the bench, not part of the rasterizer settings
 
 
@@ -56,17 +57,17 @@ def parse_rasterizer(text: str) -> Spec:
     """'tc_gs:precision=fp16:sh_degree=1' -> Spec(settings=TcGsSettings(precision='fp16'), sh_degree=1).
     Raises ValueError (the settings module's ConfigError is one) naming what is wrong."""
     variant, *parts = text.strip().split(":")
-    if variant != PEER and variant not in VARIANTS:
-        raise ValueError(f"unknown rasterizer {variant!r}; available: {', '.join([*VARIANTS, PEER])}")
+    if variant not in PEERS and variant not in VARIANTS:
+        raise ValueError(f"unknown rasterizer {variant!r}; available: {', '.join([*VARIANTS, *PEERS])}")
     switches, extra = {}, {}
     for part in parts:
         if "=" not in part:
             raise ValueError(f"{part!r} is not key=value (a spec is variant[:key=value]...)")
         key, value = part.split("=", 1)
         (extra if key in BENCH_KEYS else switches)[key] = parse_value(value)
-    if variant == PEER:
+    if variant in PEERS:
         if switches:
-            raise ValueError(f"{PEER} takes no settings but {', '.join(BENCH_KEYS)}, got {', '.join(switches)}")
+            raise ValueError(f"{variant} takes no settings but {', '.join(BENCH_KEYS)}, got {', '.join(switches)}")
         return Spec(text, variant, None, **extra)
     return Spec(text, variant, make_settings(variant, **switches), **extra)
 
@@ -88,8 +89,8 @@ def gsexp_rasterizer(spec: Spec | str, g, background) -> Rasterizer:
 
 def make_rasterizer(spec: Spec | str, g, background) -> Rasterizer:
     spec = parse_rasterizer(spec) if isinstance(spec, str) else spec
-    if spec.variant == PEER:
-        from gsexp.bench.peers import gsplat_rasterizer
+    if spec.variant in PEERS:
+        from gsexp.bench import peers
 
-        return gsplat_rasterizer(g, background, spec.sh_degree)
+        return getattr(peers, f"{spec.variant}_rasterizer")(g, background, spec.sh_degree)
     return gsexp_rasterizer(spec, g, background)

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Stages the peer study's GPU calls (experiments/peers/README.md, "Running it"):
+#   bash experiments/peers/stage.sh train      # .device: lego's train split + every 8th test view
+#                                              # (lossless WebP), the 200 test cameras, the wheels
+#                                              # (gsexp's, gsplat main + fused-ssim, gsplat 1.5.3)
+#   bash experiments/peers/stage.sh truth      # .device_gt1, .device_gt2: lego's 200 test images
+#                                              # in two halves (~29 MiB each), one per later call
+# The peers' wheels come from build_wheels.sh (PEER_WHEELS, default .peer_wheels/).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+LEGO=${GSEXP_SHARED:-../shared}/data/nerf_synthetic/lego
+PEER_WHEELS=${PEER_WHEELS:-.peer_wheels}
+case "${1:-}" in
+train)
+  if [ -e .device ]; then echo "stage.sh: .device exists: move it aside (or remove it) first" >&2; exit 1; fi
+  ls "$PEER_WHEELS"/gsplat-1.6.0-*.whl "$PEER_WHEELS"/fused_ssim-*.whl "$PEER_WHEELS"/commits.env >/dev/null || {
+    echo "stage.sh: no peer wheels in $PEER_WHEELS: run experiments/peers/build_wheels.sh $PEER_WHEELS first" >&2; exit 1; }
+  python ../shared/tools/stage_gpu_job.py --scene nerf_synthetic/lego --test-every 8 > /dev/null
+  python tools/webp_stage.py pack .device/data/lego .device/lego_webp
+  rm -rf .device/data .device/whl/hydra_joblib_launcher-*.whl      # PNGs packed; no sweeps there
+  mkdir -p .device/peer_whl
+  cp "$PEER_WHEELS"/gsplat-1.6.0-*.whl "$PEER_WHEELS"/fused_ssim-*.whl "$PEER_WHEELS"/commits.env \
+     ../shared/wheels/device-peer/gsplat-1.5.3-*.whl .device/peer_whl/
+  python experiments/peers/cameras.py blender "$LEGO" > .device/lego_test_cameras.json
+  ;;
+truth)
+  for half in 1 2; do
+    dst=.device_gt$half; rm -rf "$dst" /tmp/gt_half; mkdir -p /tmp/gt_half/test
+    python - "$LEGO" "$half" <<'PY'
+import json, shutil, sys
+from pathlib import Path
+lego, half = Path(sys.argv[1]), int(sys.argv[2])
+meta = json.loads((lego / "transforms_test.json").read_text())
+for frame in meta["frames"][(half - 1) * 100:half * 100]:
+    shutil.copy(lego / (frame["file_path"] + ".png"), "/tmp/gt_half/test/")
+if half == 1:
+    shutil.copy(lego / "transforms_test.json", "/tmp/gt_half/")
+PY
+    python tools/webp_stage.py pack /tmp/gt_half "$dst"
+  done
+  rm -rf /tmp/gt_half
+  ;;
+*) echo "usage: bash experiments/peers/stage.sh train|truth" >&2; exit 2 ;;
+esac
+du -sh .device* | cat

@@ -1,0 +1,113 @@
+"""The 200-view protocol's tools (experiments/peers): cameras without images, 8-bit renders,
+and the scorer that gsexp and the peers share."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from gsexp.gaussians import save_ply
+from gsexp.scene import load_scene
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "peers"))
+import cameras  # noqa: E402
+import render_views  # noqa: E402
+import score  # noqa: E402
+
+SYNTHETIC = dict(num_gaussians=300, num_views=8, width=64, height=48, test_every=2, num_points=0)
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    return load_scene("synthetic", **SYNTHETIC)
+
+
+def test_cameras_survive_json_without_their_images(synthetic, tmp_path):
+    path = tmp_path / "test.json"
+    path.write_text(cameras.to_json(synthetic.test_cameras, synthetic.name, "test"))
+    back = cameras.load(path)
+    assert len(back) == len(synthetic.test_cameras) == 4
+    for a, b in zip(back, synthetic.test_cameras):
+        assert torch.equal(a.world_to_camera, b.world_to_camera)
+        assert (a.fx, a.fy, a.cx, a.cy, a.width, a.height, a.name) == (b.fx, b.fy, b.cx, b.cy, b.width, b.height, b.name)
+
+
+def test_cameras_cli_writes_a_split(tmp_path, capsys):
+    assert cameras.main(["synthetic", "x", "--split", "train", *[f"--option={k}={v}" for k, v in SYNTHETIC.items()]]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["split"] == "train" and len(data["cameras"]) == 4
+
+
+def test_renders_of_the_true_model_score_exact(synthetic, tmp_path):
+    """The synthetic scene's own Gaussians rendered by render_views.py are its test images to
+    the last 8-bit level (PSNR inf, LPIPS 0); one level more everywhere gives the PSNR of that
+    error, computed here from the arrays."""
+    ply = tmp_path / "gt.ply"
+    save_ply(synthetic.meta["ground_truth"], ply)
+    (tmp_path / "cams.json").write_text(cameras.to_json(synthetic.test_cameras, "synthetic", "test"))
+    out = tmp_path / "renders"
+    assert render_views.main([str(ply), "--cameras", str(tmp_path / "cams.json"), "--out", str(out),
+                              "--rasterizer", "torch", "--background", "0,0,0"]) == 0
+    files = sorted(out.iterdir())
+    assert [f.name for f in files] == sorted(f"{c.name}.png" for c in synthetic.test_cameras)
+    with Image.open(files[0]) as im:
+        assert im.mode == "RGB" and im.size == (64, 48)
+    truth = score.ground_truth("synthetic", None, synthetic, {})
+    exact = score.score(out, synthetic, truth)
+    assert exact["views"] == 4 and all(math.isinf(r["psnr"]) for r in exact["per_view"])
+    assert exact["mean"]["lpips_vgg"] < 1e-6 and exact["mean"]["ssim"] == pytest.approx(1.0, abs=1e-6)
+
+    expected = []
+    for f in files:  # one level brighter where it can be
+        a = np.asarray(Image.open(f)).astype(np.int32)
+        b = np.minimum(a + 1, 255)
+        Image.fromarray(b.astype(np.uint8)).save(f)
+        mse = ((b - a) ** 2).mean() / 255.0 ** 2
+        expected.append(10 * math.log10(1 / mse))
+    off = score.score(out, synthetic, truth)
+    assert [r["psnr"] for r in off["per_view"]] == pytest.approx(expected, abs=1e-3)
+    assert off["mean"]["psnr"] == pytest.approx(sum(expected) / 4, abs=1e-3)
+
+
+def write_rgba_blender(root: Path, n: int = 2, size: int = 64) -> None:
+    rng = np.random.default_rng(3)
+    for split in ("train", "test"):
+        frames = []
+        for i in range(n):
+            rgba = rng.integers(0, 256, (size, size, 4), dtype=np.uint8)
+            rgba[: size // 4, :, 3] = 255  # opaque rows: where float32 x/255*255 may miss x
+            (root / split).mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rgba, "RGBA").save(root / split / f"r_{i}.png")
+            frames.append({"file_path": f"./{split}/r_{i}", "transform_matrix": np.eye(4).tolist()})
+        (root / f"transforms_{split}.json").write_text(json.dumps({"camera_angle_x": 1.0, "frames": frames}))
+
+
+def test_blender_ground_truth_is_3dgs_float64_composite_truncated(tmp_path):
+    write_rgba_blender(tmp_path)
+    scene = load_scene("blender", tmp_path)
+    truth = score.ground_truth("blender", tmp_path, scene, {})
+    for i, t in enumerate(truth):
+        norm = np.asarray(Image.open(tmp_path / "test" / f"r_{i}.png")) / 255.0  # 3DGS's readImagesBlender
+        arr = norm[:, :, :3] * norm[:, :, 3:4] + np.ones(3) * (1 - norm[:, :, 3:4])
+        want = np.array(arr * 255.0, dtype=np.uint8)
+        assert np.array_equal(t.permute(1, 2, 0).numpy(), want)
+
+
+def test_score_refuses_a_missing_or_wrong_sized_render(tmp_path):
+    write_rgba_blender(tmp_path)
+    scene = load_scene("blender", tmp_path)
+    truth = score.ground_truth("blender", tmp_path, scene, {})
+    renders = tmp_path / "renders"
+    renders.mkdir()
+    Image.fromarray(np.zeros((64, 64, 3), np.uint8)).save(renders / "r_0.png")
+    with pytest.raises(FileNotFoundError, match="r_1"):
+        score.score(renders, scene, truth)
+    Image.fromarray(np.zeros((8, 64, 3), np.uint8)).save(renders / "r_1.webp", lossless=True)
+    with pytest.raises(ValueError, match="r_1"):
+        score.score(renders, scene, truth)
