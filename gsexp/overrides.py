@@ -93,24 +93,27 @@ def quoting_advice(text: str) -> str:
 
 
 def variants(overrides: list, multirun: bool) -> list[list[str]]:
-    """The override lists to compose: one, or in a multirun each swept value in turn."""
-    def text(o, value):
-        return f"{o.get_key_element()}={value}"
-
+    """The override lists to compose: one, or in a multirun one with each swept key at its first
+    value, plus one for each other option of a swept group (another value of a plain key cannot
+    fail to compose). Sweeps that cannot be listed (glob, interval) are left to Hydra."""
     if not multirun:
         return [[o.input_line for o in overrides]]
-    values = [sweep_values(o) for o in overrides]
-    first = [o.input_line if v is None else text(o, v[0]) for o, v in zip(overrides, values)]
+    kept = [(o, sweep_values(o)) for o in overrides]
+    kept = [(o, values) for o, values in kept if values is not None or not o.is_sweep_override()]
+    first = [o.input_line if values is None else f"{o.get_key_element()}={values[0]}" for o, values in kept]
     out = [first]
-    for i, (o, vs) in enumerate(zip(overrides, values)):
-        for v in (vs or [])[1:]:
-            out.append(first[:i] + [text(o, v)] + first[i + 1:])
+    for i, (o, values) in enumerate(kept):
+        if values is not None and is_group(o.key_or_group):
+            out += [first[:i] + [f"{o.get_key_element()}={v}"] + first[i + 1:] for v in values[1:]]
     return out
 
 
+def is_group(key: str) -> bool:
+    return "." not in key and ((CONF / key).is_dir() or key.startswith("hydra/"))
+
+
 def sweep_values(override) -> list[str] | None:
-    """A swept override's values as override text; None when not swept or not listable (glob,
-    interval): those are composed as Hydra's sweeper will take them."""
+    """A swept override's values as override text; None when not swept or not listable."""
     if not override.is_sweep_override():
         return None
     try:

@@ -43,6 +43,12 @@ def test_a_key_or_option_typo_names_the_close_matches_without_hydras_plus_advice
     assert says in message and "+itrations" not in message and "\n" not in message, message
 
 
+@pytest.mark.parametrize("argv", [["-m", "strategy=glob(*)"], ["-m", "seed=range(0,3)", "strategy=default,mcmc"],
+                                  ["-m", "+data.options.extra=1,2"], ["--cfg", "job", "seed=1"]])
+def test_valid_overrides_pass_the_check(argv):
+    overrides.check(argv)  # glob: left to Hydra's sweeper, which lists it
+
+
 @pytest.mark.parametrize("flags", [[], ["-m"]])
 def test_train_py_reports_a_hydra_composition_error_in_one_line_exit_2_leaving_nothing(tmp_path, flags):
     proc = run_train([*flags, *TINY, "itrations=5", "seed=0,1" if flags else "seed=0"], tmp_path, check=False)
