@@ -21,6 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from gsexp import overrides
 from gsexp.config import check_machine, force_rasterizer_switches, validate
 from gsexp.errors import ConfigError, InvalidCombination
 from gsexp.sweep import gpu_pool
@@ -140,5 +141,9 @@ def record_failure(run_dir: Path, err: Exception, overrides: list[str]):
 
 
 if __name__ == "__main__":
-    sys.argv[1:] = force_rasterizer_switches(sys.argv[1:])
+    sys.argv[1:] = force_rasterizer_switches(overrides.quote_paths(sys.argv[1:]))
+    try:  # Hydra's own composition errors are many lines, exit 1: composed here first, one line, exit 2
+        overrides.check(sys.argv[1:])
+    except ConfigError as error:
+        fail(Path.cwd(), error, sweep=False, started=False)
     main()

@@ -16,6 +16,7 @@ DATA_KINDS = ("blender", "transforms", "llff", "colmap", "synthetic")
 STRATEGIES = ("default", "mcmc", "none")
 COMPRESSIONS = ("none", "prune", "vq", "prune_vq", "mask")
 LOGGERS = ("wandb", "none")
+BACKGROUNDS = {"white": [1.0, 1.0, 1.0], "black": [0.0, 0.0, 0.0]}  # data.background=white
 
 
 @dataclass
@@ -131,8 +132,20 @@ def rasterizer_settings(cfg: DictConfig, sweep: bool = False) -> raster_settings
         raise type(err)(f"config key '{key}': {err.problem}", key=key) from None
 
 
+def named_background(cfg: DictConfig) -> DictConfig:
+    """data.background=white (or black) as the [r, g, b] list the schema holds."""
+    name = OmegaConf.select(cfg, "data.background")
+    if not isinstance(name, str):
+        return cfg
+    if name.lower() not in BACKGROUNDS:
+        raise ConfigError(f"config key 'data.background': {name!r} is not a colour; use white, black or three "
+                          "values in [0, 1], e.g. data.background=[1,1,1]", key="data.background")
+    return OmegaConf.merge(cfg, {"data": {"background": BACKGROUNDS[name.lower()]}})
+
+
 def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
     """Merge into the schema (unknown keys and wrong types fail here) and check values."""
+    cfg = named_background(cfg)
     try:
         merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), cfg)
     except OmegaConfBaseException as err:

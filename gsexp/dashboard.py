@@ -33,6 +33,7 @@ matplotlib.use("Agg")  # files only; never a display
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from gsexp.cli import Parser  # noqa: E402
 from gsexp.sweep.labels import place_labels  # noqa: E402
 from gsexp.sweep.page import write_html  # noqa: E402
 from gsexp.sweep.results import (CONTEXT, backend_of, by_variant, collect, columns, fmt, mean_std,  # noqa: E402
@@ -273,8 +274,8 @@ def build(rows: list[dict], out: Path, title: str, given: dict | None = None,
 
 
 def main(argv=None) -> Path:
-    p = argparse.ArgumentParser(prog="python -m gsexp.dashboard", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="python -m gsexp.dashboard", description=__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sweep_dir", nargs="?", type=Path, help="a multirun directory (outputs/multirun/<time>)")
     p.add_argument("--out", type=Path, help="output folder (default <sweep dir>/dashboard)")
     p.add_argument("--wandb", action="store_true", help="also log the table and charts to wandb")
@@ -292,12 +293,16 @@ def main(argv=None) -> Path:
             p.error("give a sweep directory (or --wandb-group)")
         if not args.sweep_dir.is_dir():
             p.error(f"sweep directory not found: {args.sweep_dir}")
+        if (args.sweep_dir / "summary.json").is_file() or (args.sweep_dir / ".hydra").is_dir():
+            p.error(f"{args.sweep_dir} is one run, not a sweep: give a multirun folder (outputs/multirun/<time>); "
+                    "a run's results are in its summary.json")
         csv_path = args.sweep_dir / "results.csv"
         if csv_path.exists():
             rows = read_csv(csv_path)
         else:  # a sweep killed before its end callback: rebuild the table from the job folders
             rows = collect(args.sweep_dir)
-            write_csv(rows, csv_path)
+            if rows:  # nothing is written into a folder that holds no jobs
+                write_csv(rows, csv_path)
         group, out = f"sweep-{args.sweep_dir.name}", args.out or args.sweep_dir / "dashboard"
     if not rows:
         p.error("no jobs found")

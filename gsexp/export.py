@@ -9,7 +9,8 @@ Formats:
                   min/max boxes, 16 bytes per Gaussian + 8-bit SH rest (gsexp/gaussians/compressed.py)
   splat           the antimatter15/splat web layout: 32 bytes per Gaussian, SH rest dropped
                   (gsexp/gaussians/splat.py)
-Without --format, the format follows --out: *.compressed.ply, *.splat, else *.ply.
+Without --format, the format follows --out: *.compressed.ply, *.splat or *.ply; with both, they
+must agree (--format splat --out x.ply is refused: a viewer would read it as a broken PLY).
 
 A user error (missing file, not a model, bad option) prints one line and exits with 2.
 """
@@ -19,10 +20,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from gsexp.cli import Parser
 from gsexp.errors import USER_ERRORS, UserError, one_line
 from gsexp.gaussians import Gaussians
 
 FORMATS = ("ply", "compressed-ply", "splat")
+SUFFIXES = {"ply": ".ply", "compressed-ply": ".compressed.ply", "splat": ".splat"}
 PROG = "python -m gsexp.export"
 
 
@@ -56,17 +59,23 @@ def load_model(path) -> Gaussians:
 
 
 def format_of(out: Path, given: str | None) -> str:
-    if given is not None:
-        return given
-    name = out.name.lower()
-    if name.endswith(".compressed.ply"):
-        return "compressed-ply"
-    if name.endswith(".splat"):
-        return "splat"
-    if name.endswith(".ply"):
-        return "ply"
+    """--format, else the one --out's name implies; both given must agree (a .splat named .ply
+    would be read back as a broken PLY)."""
+    named = format_named(out)
+    if given is not None and named is not None and given != named:
+        raise UserError(f"--format {given} and --out {out} disagree: that name means {named}; name the file "
+                        f"*{SUFFIXES[given]}, or drop --format")
+    if given is not None or named is not None:
+        return given or named
     raise UserError(f"--out {out}: cannot tell the format from the name; pass --format "
                     f"{'|'.join(FORMATS)} (or name it *.ply, *.compressed.ply or *.splat)")
+
+
+def format_named(out: Path) -> str | None:
+    name = out.name.lower()
+    # the longest suffix first: *.compressed.ply also ends with .ply
+    return next((fmt for fmt, suffix in sorted(SUFFIXES.items(), key=lambda kv: -len(kv[1]))
+                 if name.endswith(suffix)), None)
 
 
 def export(g: Gaussians, out, fmt: str) -> Path:
@@ -83,11 +92,6 @@ def export(g: Gaussians, out, fmt: str) -> Path:
         raise UserError(f"--out {out} is a directory; give a file name, e.g. {out / ('model.' + fmt.split('-')[0])}")
     writers[fmt](g, out)
     return out
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2 (argparse prints the usage too)
-        self.exit(2, f"{PROG}: error: {message} (see {PROG} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -113,11 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     from gsexp.bench.rasterizers import parse_rasterizer
+    from gsexp.cli import join_up_value
     from gsexp.errors import USER_ERRORS, UserError, one_line
     from gsexp.train.setup import pick_device
     from gsexp.view.source import load_source
 
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(join_up_value(argv))
     try:
         if args.frames < 1 or args.fps < 1:
             raise UserError(f"--frames {args.frames} --fps {args.fps}: both must be >= 1")

@@ -13,14 +13,15 @@ from gsexp.bench.cameras import eval_cameras, orbit_cameras, parse_up
 from gsexp.bench.models import load_checkpoint_gaussians
 from gsexp.bench.rasterizers import PEER, PEERS, make_rasterizer, parse_rasterizer
 from gsexp.bench.report import add_psnr, device_name, make_report, save_images, table, write_json
+from gsexp.cli import Parser, join_up_value
 from gsexp.gaussians import load_ply
 from gsexp.scene import KINDS
 
 
 def build_parser() -> argparse.ArgumentParser:
     default_rast = "vanilla" if torch.cuda.is_available() else "torch"
-    p = argparse.ArgumentParser(prog="python -m gsexp.bench", description=package.__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="python -m gsexp.bench", description=package.__doc__,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--ply", type=Path, help="Gaussians in an INRIA or compressed PLY")
     src.add_argument("--checkpoint", type=Path, help="a trainer checkpoint (.pt) or run directory")
@@ -72,6 +73,8 @@ def parse_specs(parser, text: str, device: torch.device) -> list:
         except ValueError as e:
             parser.error(f"--rasterizers {item!r}: {e}")
         backend = spec.settings.backend if spec.settings else spec.variant
+        if backend != "torch" and not torch.cuda.is_available():
+            parser.error(f"--rasterizers {item!r} needs a GPU and this machine has none; use --rasterizers torch")
         if backend != "torch" and device.type != "cuda":
             parser.error(f"--rasterizers {item!r} needs --device cuda")
         specs.append(spec)
@@ -136,7 +139,7 @@ def run_config(args, argv, g, cameras, camera_info, background, device, source) 
 
 def main(argv=None) -> dict:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_up_value(argv))
     device = check_args(parser, args)
     specs = parse_specs(parser, args.rasterizers, device)
     g, flag, path = load_input(parser, args)

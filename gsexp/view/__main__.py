@@ -19,6 +19,7 @@ PROG = "python -m gsexp.view"
 
 def main(argv=None) -> int:
     from gsexp.bench.cameras import parse_up
+    from gsexp.cli import join_up_value
     from gsexp.errors import USER_ERRORS, one_line
     from gsexp.train.setup import pick_device
     from gsexp.view.server import Viewer, serve_forever
@@ -32,12 +33,12 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--up", help="the world's up to open on: x, -y, +z or 'x,y,z' (default: the training "
                                 "cameras' up; a bare PLY has none: try --up z or --up -y)")
-    args = p.parse_args(argv)
+    args = p.parse_args(join_up_value(argv))
     try:
         up = None if args.up is None else parse_up(args.up).numpy()
     except ValueError as e:
         p.error(f"--up: {e}")
-    print(f"{PROG}: loading {args.model} (and its run's scene, for the cameras)", flush=True)
+    print(f"{PROG}: {loading_message(args.model, args.up)}", flush=True)
     try:
         source = load_source(args.model)
         device = pick_device(args.device)
@@ -49,6 +50,18 @@ def main(argv=None) -> int:
           f"cameras, on {device}; open {viewer.url}", flush=True)
     serve_forever(viewer)
     return 0
+
+
+def loading_message(model: Path, up: str | None) -> str:
+    """What is about to load: the run's scene comes only with a run config beside the model."""
+    from gsexp.eval import find_run_config
+    from gsexp.view.source import scene_label
+
+    run = find_run_config(model) if model.exists() else None
+    if run is not None and "data" in run:
+        return f"loading {model} and its run's scene ({scene_label(run.data)}), for the cameras"
+    up_from = f"up {up}, from --up" if up else "up +z; --up -y for a COLMAP or INRIA model"
+    return f"loading {model} alone (no run config beside it, so no cameras; {up_from})"
 
 
 if __name__ == "__main__":

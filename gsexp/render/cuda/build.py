@@ -81,9 +81,24 @@ def load(verbose: bool = False):
     return _module
 
 
-if __name__ == "__main__":
+def main(argv=None) -> int:
+    """Build (or find in the cache) the extension; --help says so without building."""
+    import argparse
+    import sys
     import time
 
+    parser = argparse.ArgumentParser(prog="python -m gsexp.render.cuda.build", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.parse_args(argv)
     start = time.perf_counter()
-    ext = load(verbose=True)
+    try:
+        ext = load(verbose=True)
+    except CudaUnavailable as err:
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        return 2
     print(f"built {ext.__file__} in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
