@@ -1,6 +1,7 @@
 """The gsplat training peer (experiments/peers/train_gsplat.py) on the CPU: its simple_trainer loop
 with gsplat's real DefaultStrategy (gsplat 1.5.3 imports without CUDA) and a stand-in for
 gsplat.rasterization built on gsexp's torch reference, on a tiny synthetic scene."""
+import inspect
 import json
 import math
 import sys
@@ -16,7 +17,7 @@ from conftest import REPO
 sys.path.insert(0, str(REPO / "experiments/peers"))
 import gsplat_trainer as trainer  # noqa: E402
 import train_gsplat  # noqa: E402
-from gsplat_api import count_fused_calls, make_loss, slow_ssim_reasons  # noqa: E402
+from gsplat_api import PostBackward, count_fused_calls, make_loss, slow_ssim_reasons  # noqa: E402
 
 gsplat = pytest.importorskip("gsplat", reason="gsplat (the test extra) provides the real DefaultStrategy")
 
@@ -56,7 +57,8 @@ def stand_in(calls: list):
     def rasterize(*, means, quats, scales, opacities, colors, viewmats, Ks, width, height, sh_degree, near_plane,
                   far_plane, packed, absgrad, sparse_grad, rasterize_mode, backgrounds):
         calls.append({"sh_degree": sh_degree, "packed": packed, "absgrad": absgrad, "mode": rasterize_mode,
-                      "near": near_plane, "far": far_plane, "background": backgrounds})
+                      "near": near_plane, "far": far_plane, "background": backgrounds,
+                      "keys": sorted(k for k in locals() if k not in ("calls", "cam", "K"))})
         K = Ks[0]
         cam = Camera(viewmats[0], K[0, 0], K[1, 1], K[0, 2], K[1, 2], width, height)
         g = Gaussians(means, torch.log(scales), quats, torch.logit(opacities, eps=1e-6), colors, 3)
@@ -125,6 +127,14 @@ def test_loop_trains_and_follows_simple_trainer_schedules(peer_run):
     assert record["options"]["adam"] == {"eps": 1e-15, "betas": [0.9, 0.999], "fused": True}
 
 
+def test_calls_fit_the_installed_gsplat_rasterization(peer_run):
+    """What the harness passes the stand-in, gsplat's own rasterization accepts (1.5.3 here; the
+    same keywords exist at 90d7b4b3)."""
+    _, calls, _ = peer_run
+    signature = inspect.signature(gsplat.rasterization)
+    signature.bind(**{k: None for k in calls[0]["keys"]})
+
+
 def test_strategy_densifies_and_resets_as_its_version_does(peer_run):
     record, _, _ = peer_run
     n = [h["gaussians"] for h in record["history"]]
@@ -153,8 +163,6 @@ def test_state_accumulates_visible_gradients():
     state = strategy.initialize_state(scene_scale=scene.extent)
     calls = []
     loss, _ = make_loss(opts.ssim_lambda)
-    from gsplat_api import PostBackward
-
     peer = trainer.Peer(stand_in(calls), strategy, PostBackward(strategy), loss, opts)
     views = trainer.views_of(scene.train_cameras, scene.train_images, "cpu")
     trainer.train(peer, splats, optimizers, state, views[:1], scene.extent)
@@ -225,14 +233,45 @@ def test_fallback_of_gsplat_ssim_loss_is_caught():
     assert slow_ssim_reasons(True, "cuda", 2, 2) == []
 
 
+def test_post_backward_gives_each_splats_its_scene(monkeypatch):
+    """gsplat main's step_post_backward takes the GaussianScene simple_trainer builds over its splats;
+    the warm-up's copy gets a scene of its own, so its densification never touches the run's."""
+    made = []
+
+    class FakeScene:
+        @classmethod
+        def from_splats(cls, splats, id):
+            made.append(splats)
+            return (cls, len(made))
+
+    class MainLikeStrategy:
+        def step_post_backward(self, params, optimizers, state, step, info, packed=False, scene=None):
+            state.append((params, packed, scene))
+
+    monkeypatch.setitem(sys.modules, "gsplat.scene", types.SimpleNamespace(GaussianScene=FakeScene))
+    post = PostBackward(MainLikeStrategy())
+    run, copy, state = torch.nn.ParameterDict(), torch.nn.ParameterDict(), []
+    post.attach(run)
+    post(copy, {}, state, 0, {}), post(run, {}, state, 1, {}), post(copy, {}, state, 2, {})
+    assert made == [run, copy]
+    assert [(p is run, packed, scene[1]) for p, packed, scene in state] == [(False, False, 2), (True, False, 1),
+                                                                            (False, False, 2)]
+    real = PostBackward(gsplat.strategy.DefaultStrategy())  # 1.5.3's takes no scene, main's does
+    assert (real.scene_class is not None) == ("scene" in inspect.signature(real.strategy.step_post_backward).parameters)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--data", "blender", "--path", "/nonexistent/lego"], "does not exist"),
     (["--data", "blend", "--path", "/tmp"], "Could not find 'data/blend'"),
     (["--experiment", "lego_fast", "--strategy-option", "grow=1"], "DefaultStrategy has no such field"),
     (["--iters", "5"], "no scene"),
+    (["--data", "synthetic", "--renders", "{renders_with_a_file}"], "not an empty folder"),
 ])
 def test_bad_input_is_one_line(args, message, capsys, tmp_path):
-    rc = train_gsplat.main([*args, "--device", "cpu", "--allow-slow-ssim", "--out", str(tmp_path / "r.json"),
-                            "--renders", str(tmp_path / "r")], rasterize=stand_in([]))
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old/r_0.png").touch()
+    args = [arg.format(renders_with_a_file=tmp_path / "old") for arg in args]
+    rc = train_gsplat.main(["--device", "cpu", "--allow-slow-ssim", "--out", str(tmp_path / "r.json"),
+                            "--renders", str(tmp_path / "r"), *args], rasterize=stand_in([]))
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "\n" not in err and message in err

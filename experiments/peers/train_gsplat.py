@@ -26,6 +26,7 @@ for path in (str(REPO), str(HERE)):  # gsexp and the helpers beside this file, f
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from gsexp.atomic import atomic_write  # noqa: E402
 from gsexp.errors import USER_ERRORS, UserError, one_line  # noqa: E402
 from gsplat_api import PostBackward, count_fused_calls, make_loss, optional_module, slow_ssim_reasons, versions  # noqa: E402
 import gsplat_trainer as trainer  # noqa: E402
@@ -73,6 +74,10 @@ def parse_args(argv):
     if not (a.experiment or (a.data and a.path) or a.data == "synthetic"):
         raise UserError("no scene: pass --data KIND --path DIR (e.g. --data colmap --path scenes/beer) "
                         "or --experiment NAME (e.g. lego_fast)")
+    renders = Path(a.renders)
+    if renders.exists() and (not renders.is_dir() or any(renders.iterdir())):
+        raise UserError(f"--renders {renders}: exists and is not an empty folder; the scorer reads every PNG "
+                        "there, so give a new or empty one")
     try:
         a.count_at = tuple(int(s) for s in a.count_at.split(",") if s)
     except ValueError:
@@ -236,8 +241,8 @@ def main(argv=None, rasterize=None) -> int:
         print(f"{PROG}: {one_line(err)}", file=sys.stderr)
         return 2
     out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1))
+    with atomic_write(out) as f:
+        f.write(json.dumps(record, indent=1).encode())
     print(f"{record['trainer']}: {a.iters} steps in {record['train_seconds']:.1f} s, "
           f"{record['num_gaussians']:,} Gaussians, quick PSNR {record['renders']['quick_psnr']['mean']:.2f} dB "
           f"({record['renders']['count']} views) -> {out}")
