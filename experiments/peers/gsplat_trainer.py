@@ -134,19 +134,21 @@ def sync(device) -> None:
         torch.cuda.synchronize()
 
 
-def warm_up(peer: Peer, splats, scene_scale: float, initial_state, view: View) -> float:
+def warm_up(peer: Peer, splats, scene_scale: float, initial_state, view: View) -> tuple[float, int]:
     """Steps on a copy of the model, at SH degree 0 and at the top degree, so that compiling and
-    loading kernels (gsplat 1.5.3 compiles its CUDA on first use) stay out of train_seconds."""
+    loading kernels (gsplat 1.5.3 compiles its CUDA on first use) stay out of train_seconds.
+    Returns the seconds and the number of steps."""
     device = splats["means"].device
     sync(device)
     start = time.perf_counter()
     copy = torch.nn.ParameterDict({k: torch.nn.Parameter(v.detach().clone()) for k, v in splats.items()})
     optimizers = make_optimizers(copy, scene_scale, peer.opts)
     state = initial_state()
-    for degree in (0, peer.opts.sh_degree):
+    degrees = (0, peer.opts.sh_degree)
+    for degree in degrees:
         step(peer, copy, optimizers, [], state, degree * peer.opts.sh_degree_interval, view)
     sync(device)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, len(degrees)
 
 
 def opacity_was_reset(strategy, splats, step_i: int) -> bool | None:

@@ -181,9 +181,10 @@ def run(a, rasterize=None) -> dict:
     train_views = trainer.views_of(scene.train_cameras, scene.train_images, a.device)
 
     with count_fused_calls(fused) as calls:
-        warmup_s = trainer.warm_up(peer, splats, scene_scale,
-                                   lambda: strategy.initialize_state(scene_scale=scene_scale), train_views[0])
-    reasons = slow_ssim_reasons(fused is not None, a.device, calls[0], 2)
+        warmup_s, warmup_steps = trainer.warm_up(peer, splats, scene_scale,
+                                                 lambda: strategy.initialize_state(scene_scale=scene_scale),
+                                                 train_views[0])
+    reasons = slow_ssim_reasons(fused is not None, a.device, calls[0], warmup_steps)
     refuse_slow_ssim(reasons, a)
 
     cuda = torch.device(a.device).type == "cuda"
@@ -200,9 +201,9 @@ def run(a, rasterize=None) -> dict:
         "trainer": f"gsplat {gsplat.__version__}, examples/simple_trainer.py semantics (gsplat main 90d7b4b3)",
         "versions": versions(gsplat, fused, a.device, REPO),
         "ssim": {"source": ssim_source, "fused_ssim_importable": fused is not None, "device": a.device,
-                 "fused_ssim_calls_in_warmup": calls[0], "warmup_loss_calls": 2, "fast": not reasons,
+                 "fused_ssim_calls_in_warmup": calls[0], "warmup_loss_calls": warmup_steps, "fast": not reasons,
                  "slow_reasons": reasons, "allow_slow_ssim": a.allow_slow_ssim},
-        "options": {"cli": {k: v for k, v in vars(a).items()}, "trainer": dataclasses.asdict(opts),
+        "options": {"cli": dict(vars(a)), "trainer": dataclasses.asdict(opts),
                     "strategy": dataclasses.asdict(strategy), "strategy_post_backward_scene":
                     post_backward.scene_class is not None, "packed": False, "absgrad": strategy.absgrad,
                     "rasterize_mode": opts.rasterize_mode, "learning_rates": opts.learning_rates(scene_scale),
@@ -244,7 +245,7 @@ def main(argv=None, rasterize=None) -> int:
     with atomic_write(out) as f:
         f.write(json.dumps(record, indent=1).encode())
     print(f"{record['trainer']}: {a.iters} steps in {record['train_seconds']:.1f} s, "
-          f"{record['num_gaussians']:,} Gaussians, quick PSNR {record['renders']['quick_psnr']['mean']:.2f} dB "
+          f"{record['init']['gaussians']:,} -> {record['num_gaussians']:,} Gaussians, quick PSNR {record['renders']['quick_psnr']['mean']:.2f} dB "
           f"({record['renders']['count']} views) -> {out}")
     return 0
 
