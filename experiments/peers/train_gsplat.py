@@ -173,6 +173,8 @@ def run(a, rasterize=None) -> dict:
     strategy.check_sanity(splats, optimizers)  # st:508-513
     state = strategy.initialize_state(scene_scale=scene_scale)
     loss, ssim_source = make_loss(opts.ssim_lambda, losses, fused)
+    # Composited in gsplat's kernel (backgrounds=), [C, 3]: unpacked, the image dims are [C] in both
+    # versions (1.5.3's packed mode would want [3]; gsplat's tests pass [C, channels] unpacked).
     black = all(c == 0 for c in scene.background)
     background = None if black else torch.tensor([scene.background], dtype=torch.float32, device=a.device)
     post_backward = PostBackward(strategy)
