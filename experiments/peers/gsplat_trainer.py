@@ -62,12 +62,12 @@ class View:
 def views_of(cameras, images, device) -> list[View]:
     """gsexp cameras and [3,H,W] images as gsplat's per-view tensors, on the device once (gsexp's
     trainer keeps them there too; simple_trainer moves each batch there from a DataLoader)."""
+    from gsexp.bench.peers import gsplat_matrices  # the render bench's: the same cameras for gsplat
+
     out = []
     for i, cam in enumerate(cameras):
-        K = torch.tensor([[cam.fx, 0.0, cam.cx], [0.0, cam.fy, cam.cy], [0.0, 0.0, 1.0]])
         pixels = None if images is None else images[i].permute(1, 2, 0)[None].contiguous().to(device)
-        out.append(View(cam.world_to_camera[None].float().to(device), K[None].to(device), cam.width,
-                        cam.height, pixels, cam.name))
+        out.append(View(*gsplat_matrices(cam, device), cam.width, cam.height, pixels, cam.name))
     return out
 
 
