@@ -283,3 +283,22 @@ def test_bad_input_is_one_line(args, message, capsys, tmp_path):
                             "--renders", str(tmp_path / "r"), *args], rasterize=stand_in([]))
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "\n" not in err and message in err
+
+
+def test_cameras_file_renders_those_views_without_images(tmp_path, monkeypatch):
+    """--cameras: lego's 200 test cameras travel where only every 8th test image does; the
+    harness renders exactly those cameras, named as they are, and leaves the scoring to score.py."""
+    import cameras as camera_file
+    from gsexp.scene import load_scene
+
+    scene = load_scene("synthetic", None, num_gaussians=400, num_views=10, width=32, height=32, num_points=300)
+    (tmp_path / "cams.json").write_text(camera_file.to_json(scene.train_cameras[:3], "synthetic", "train"))
+    monkeypatch.setitem(sys.modules, "fused_ssim", fake_fused_ssim())
+    rc = train_gsplat.main([*SCENE, *STRATEGY, "--iters", "2", "--device", "cpu", "--allow-slow-ssim",
+                            "--cameras", str(tmp_path / "cams.json"), "--out", str(tmp_path / "run.json"),
+                            "--renders", str(tmp_path / "renders")], rasterize=stand_in([]))
+    assert rc == 0
+    names = sorted(p.name for p in (tmp_path / "renders").iterdir())
+    assert names == sorted(f"{c.name}.png" for c in scene.train_cameras[:3])
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert record["renders"] == {"dir": str(tmp_path / "renders"), "count": 3, "quick_psnr": None}

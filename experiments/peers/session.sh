@@ -38,17 +38,24 @@ truth)
     log "scored $(ls $W/scores/*.json | wc -l) render folders"; cat $W/scores/table.md
   fi
   pack; exit 0 ;;
+install)  # the peers side by side (two versions cannot share one site), lego, gsexp's build
+  pip_target() { python3 -m pip install -q --no-index --no-deps --no-compile --target "$1" "${@:2}" > $W/pip.log 2>&1; }
+  if [ -d .device/peer_src ] && ! ls .device/peer_whl/gsplat-1.6.0-*.whl > /dev/null 2>&1; then
+    PY=python3 bash experiments/peers/build_wheels.sh build .device/peer_src .device/peer_whl > $W/build_peers.log 2>&1
+    log "install: gsplat main + fused-ssim built here rc=$?"
+  fi
+  [ -d /tmp/peer_main ] || pip_target /tmp/peer_main .device/peer_whl/gsplat-1.6.0-*.whl .device/peer_whl/fused_ssim-*.whl
+  [ -d /tmp/peer_153 ] || pip_target /tmp/peer_153 .device/peer_whl/gsplat-1.5.3-*.whl .device/peer_whl/fused_ssim-*.whl
+  [ -d /tmp/lego ] || python tools/webp_stage.py unpack .device/lego_webp /tmp/lego > $W/unpack.log 2>&1
+  python -c "from gsexp.render.cuda import build; build.load()" > $W/build.log 2>&1; log "install: gsexp build rc=$?"
+  exit 0 ;;
 run) ;;
-*) echo "usage: session.sh run | wait SECONDS | truth" >&2; exit 2 ;;
+*) echo "usage: session.sh run | install | wait SECONDS | truth" >&2; exit 2 ;;
 esac
 
 log start
 source .device/peer_whl/commits.env; export GSPLAT_COMMIT FUSED_SSIM_COMMIT
-pip_target() { python3 -m pip install -q --no-index --no-deps --no-compile --target "$1" "${@:2}" > $W/pip.log 2>&1; }
-pip_target /tmp/peer_main .device/peer_whl/gsplat-1.6.0-*.whl .device/peer_whl/fused_ssim-*.whl
-pip_target /tmp/peer_153 .device/peer_whl/gsplat-1.5.3-*.whl .device/peer_whl/fused_ssim-*.whl
-[ -d /tmp/lego ] || python tools/webp_stage.py unpack .device/lego_webp /tmp/lego > $W/unpack.log 2>&1
-python -c "from gsexp.render.cuda import build; build.load()" > $W/build.log 2>&1; log "gsexp build rc=$?"
+bash experiments/peers/session.sh install
 # gsplat 1.5.3 compiles its CUDA on first use, as `pip install gsplat` users see it: done here,
 # untimed, beside the checks owed from the CPU side (issue 36: 6bd1c01's tolerances, the fused loss)
 (PYTHONPATH=/tmp/peer_153:$PYTHONPATH python -c "import torch, gsplat; from gsplat.cuda._backend import _C; print(gsplat.__version__, _C)" \
@@ -65,7 +72,7 @@ for r in $(seq "$ROUNDS"); do for t in $TRAINERS; do
                --out $W/renders/${t}_r$r >> $out.log 2>&1 && cp $out/summary.json $out.json ;;
     main|v153)
       site=/tmp/peer_main; [ $t = v153 ] && site=/tmp/peer_153
-      PYTHONPATH=$site:$PYTHONPATH python experiments/peers/train_gsplat.py --data blender --path /tmp/lego \
+      PYTHONPATH=$site:$PYTHONPATH python experiments/peers/train_gsplat.py --experiment lego_fast --path /tmp/lego \
         --iters $ITERS --cameras .device/lego_test_cameras.json --renders $W/renders/${t}_r$r --out $out.json \
         > $out.log 2>&1 ;;
   esac

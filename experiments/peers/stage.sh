@@ -13,15 +13,20 @@ PEER_WHEELS=${PEER_WHEELS:-.peer_wheels}
 case "${1:-}" in
 train)
   if [ -e .device ]; then echo "stage.sh: .device exists: move it aside (or remove it) first" >&2; exit 1; fi
-  ls "$PEER_WHEELS"/gsplat-1.6.0-*.whl "$PEER_WHEELS"/fused_ssim-*.whl "$PEER_WHEELS"/commits.env >/dev/null || {
-    echo "stage.sh: no peer wheels in $PEER_WHEELS: run experiments/peers/build_wheels.sh $PEER_WHEELS first" >&2; exit 1; }
   python ../shared/tools/stage_gpu_job.py --scene nerf_synthetic/lego --test-every 8 > /dev/null
   python tools/webp_stage.py pack .device/data/lego .device/lego_webp
   rm -rf .device/data .device/whl/hydra_joblib_launcher-*.whl      # PNGs packed; no sweeps there
   mkdir -p .device/peer_whl
-  cp "$PEER_WHEELS"/gsplat-1.6.0-*.whl "$PEER_WHEELS"/fused_ssim-*.whl "$PEER_WHEELS"/commits.env \
-     ../shared/wheels/device-peer/gsplat-1.5.3-*.whl .device/peer_whl/
+  cp ../shared/wheels/device-peer/gsplat-1.5.3-*.whl .device/peer_whl/
+  if ls "$PEER_WHEELS"/gsplat-1.6.0-*.whl "$PEER_WHEELS"/fused_ssim-*.whl >/dev/null 2>&1; then
+    cp "$PEER_WHEELS"/gsplat-1.6.0-*.whl "$PEER_WHEELS"/fused_ssim-*.whl "$PEER_WHEELS"/commits.env .device/peer_whl/
+  else  # no wheels built here: the sources go, and session.sh builds them there (minutes of device time)
+    echo "stage.sh: no peer wheels in $PEER_WHEELS: staging the sources (build_wheels.sh builds them on the GPU machine)" >&2
+    bash experiments/peers/build_wheels.sh sources .device/peer_src
+    cp .device/peer_src/commits.env .device/peer_whl/
+  fi
   python experiments/peers/cameras.py blender "$LEGO" > .device/lego_test_cameras.json
+  cp ${GSEXP_SHARED:-../shared}/data/scenes/biker.compressed.ply .device/   # render_session.sh
   ;;
 truth)
   for half in 1 2; do

@@ -29,6 +29,7 @@ for path in (str(REPO), str(HERE)):  # gsexp and the helpers beside this file, f
 from gsexp.atomic import atomic_write  # noqa: E402
 from gsexp.errors import USER_ERRORS, UserError, one_line  # noqa: E402
 from gsplat_api import PostBackward, count_fused_calls, make_loss, optional_module, slow_ssim_reasons, versions  # noqa: E402
+import cameras as camera_file  # noqa: E402
 import gsplat_trainer as trainer  # noqa: E402
 
 PROG = "train_gsplat.py"
@@ -67,6 +68,8 @@ def parse_args(argv):
     out = p.add_argument_group("outputs")
     out.add_argument("--out", required=True, help="the JSON record")
     out.add_argument("--renders", required=True, help="folder for <test view name>.png")
+    out.add_argument("--cameras", help="render these cameras (experiments/peers/cameras.py's JSON, e.g. lego's 200 "
+                     "test views where only every 8th test image travels) instead of the scene's test split")
     out.add_argument("--save-ply", help="write the trained model here (INRIA PLY)")
     a = p.parse_args(argv)
     if a.iters < 1 or a.sh_degree_interval < 1 or a.log_every < 1:
@@ -194,8 +197,11 @@ def run(a, rasterize=None) -> dict:
         torch.cuda.reset_peak_memory_stats()
     result = trainer.train(peer, splats, optimizers, state, train_views, scene_scale)
     peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
-    test_views = trainer.views_of(scene.test_cameras, None, a.device)
-    renders = trainer.save_renders(peer, splats, test_views, scene.test_images, Path(a.renders))
+    test_cameras, test_images = scene.test_cameras, scene.test_images
+    if a.cameras:  # no images beside them: the scorer compares, here only the renders are written
+        test_cameras, test_images = camera_file.load(a.cameras), None
+    test_views = trainer.views_of(test_cameras, None, a.device)
+    renders = trainer.save_renders(peer, splats, test_views, test_images, Path(a.renders))
     if a.save_ply:
         save_model(splats, gaussians.sh_degree, Path(a.save_ply))
 
@@ -246,8 +252,10 @@ def main(argv=None, rasterize=None) -> int:
     out = Path(a.out)
     with atomic_write(out) as f:
         f.write(json.dumps(record, indent=1).encode())
+    quick = record["renders"]["quick_psnr"]
+    quality = f"quick PSNR {quick['mean']:.2f} dB" if quick else "renders only (score.py scores them)"
     print(f"{record['trainer']}: {a.iters} steps in {record['train_seconds']:.1f} s, "
-          f"{record['init']['gaussians']:,} -> {record['num_gaussians']:,} Gaussians, quick PSNR {record['renders']['quick_psnr']['mean']:.2f} dB "
+          f"{record['init']['gaussians']:,} -> {record['num_gaussians']:,} Gaussians, {quality} "
           f"({record['renders']['count']} views) -> {out}")
     return 0
 

@@ -17,8 +17,9 @@ RESOLUTIONS=${RESOLUTIONS:-"1920x1080 3840x2160"}
 ROUNDS=${ROUNDS:-2}
 LEGO=${LEGO:-${GSEXP_SHARED:-../shared}/data/nerf_synthetic/lego}
 LPIPS_NET=${LPIPS_NET:-vgg}        # alex where only AlexNet's weights are staged
-RASTERIZERS=vanilla,vanilla:intersect=accutile,tc_gs,tc_gs:intersect=accutile
-mkdir -p "$W"/models "$W"/render "$W"/train "$W"/profile
+RASTERIZERS=${RASTERIZERS:-vanilla,vanilla:intersect=accutile,tc_gs,tc_gs:intersect=accutile}
+RENDER_DIR=${RENDER_DIR:-$W/render}   # the render step's JSON (experiments/peers: one per gsplat version)
+mkdir -p "$W"/models "$RENDER_DIR" "$W"/train "$W"/profile
 
 for step in "$@"; do
   case $step in
@@ -33,7 +34,7 @@ for step in "$@"; do
       done ;;
     render)
       for s in $SIZES; do for r in $RESOLUTIONS; do
-        out="$W"/render/lego_${s}_$r.json
+        out="$RENDER_DIR"/lego_${s}_$r.json
         [ -f "$out" ] || python -m gsexp.bench --ply "$W"/models/lego_$s.ply --up z --width "${r%x*}" \
           --height "${r#*x}" --num-cameras 4 --warmup 5 --frames 10 --rounds 3 --rasterizers $RASTERIZERS --json "$out"
       done; done ;;
