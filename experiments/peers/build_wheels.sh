@@ -19,7 +19,8 @@ sources() {
   git -C "$MIRROR/nerfstudio-project+gsplat/repo" archive --format=tar $GSPLAT_COMMIT -- \
       gsplat setup.py config.yaml LICENSE pyproject.toml MANIFEST.in | tar -x -C "$dst/gsplat"
   git -C "$MIRROR/g-truc+glm/repo" archive --format=tar $GLM_COMMIT glm | tar -x -C "$dst/gsplat/gsplat/cuda/csrc/third_party/glm"
-  git -C "$MIRROR/rahul-goel+fused-ssim/repo" archive --format=tar $FUSED_SSIM_COMMIT | tar -x -C "$dst/fused-ssim"
+  git -C "$MIRROR/rahul-goel+fused-ssim/repo" archive --format=tar $FUSED_SSIM_COMMIT -- ':!images' ':!tests' |
+      tar -x -C "$dst/fused-ssim"   # its benchmark charts and tests: 6 MB a GPU call need not carry
   printf 'GSPLAT_COMMIT=%s\nFUSED_SSIM_COMMIT=%s\nGLM_COMMIT=%s\n' $GSPLAT_COMMIT $FUSED_SSIM_COMMIT $GLM_COMMIT > "$dst/commits.env"
 }
 

@@ -40,8 +40,9 @@ truth)
   pack; exit 0 ;;
 install)  # the peers side by side (two versions cannot share one site), lego, gsexp's build
   pip_target() { python3 -m pip install -q --no-index --no-deps --no-compile --target "$1" "${@:2}" > $W/pip.log 2>&1; }
-  if [ -d .device/peer_src ] && ! ls .device/peer_whl/gsplat-1.6.0-*.whl > /dev/null 2>&1; then
-    PY=python3 bash experiments/peers/build_wheels.sh build .device/peer_src .device/peer_whl > $W/build_peers.log 2>&1
+  if [ -f .device/peer_src.tgz ] && ! ls .device/peer_whl/gsplat-1.6.0-*.whl > /dev/null 2>&1; then
+    mkdir -p /tmp/peer_src && tar xzf .device/peer_src.tgz -C /tmp/peer_src
+    PY=python3 bash experiments/peers/build_wheels.sh build /tmp/peer_src .device/peer_whl > $W/build_peers.log 2>&1
     log "install: gsplat main + fused-ssim built here rc=$?"
   fi
   [ -d /tmp/peer_main ] || pip_target /tmp/peer_main .device/peer_whl/gsplat-1.6.0-*.whl .device/peer_whl/fused_ssim-*.whl

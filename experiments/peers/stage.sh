@@ -22,8 +22,8 @@ train)
     cp "$PEER_WHEELS"/gsplat-1.6.0-*.whl "$PEER_WHEELS"/fused_ssim-*.whl "$PEER_WHEELS"/commits.env .device/peer_whl/
   else  # no wheels built here: the sources go, and session.sh builds them there (minutes of device time)
     echo "stage.sh: no peer wheels in $PEER_WHEELS: staging the sources (build_wheels.sh builds them on the GPU machine)" >&2
-    bash experiments/peers/build_wheels.sh sources .device/peer_src
-    cp .device/peer_src/commits.env .device/peer_whl/
+    src=$(mktemp -d); bash experiments/peers/build_wheels.sh sources "$src"
+    cp "$src"/commits.env .device/peer_whl/; tar czf .device/peer_src.tgz -C "$src" .; rm -rf "$src"
   fi
   python experiments/peers/cameras.py blender "$LEGO" > .device/lego_test_cameras.json
   cp ${GSEXP_SHARED:-../shared}/data/scenes/biker.compressed.ply .device/   # render_session.sh
