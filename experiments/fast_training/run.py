@@ -3,7 +3,7 @@ peer trainer, and print one table: train_seconds, test PSNR/SSIM/LPIPS, Gaussian
 median ms per step phase.
 
     python experiments/fast_training/run.py --data <lego> --out results/ [--iterations 30000]
-        [--configs fast,vanilla_fast,...] [--peer <peer_train_gsplat.py>]
+        [--configs fast,vanilla_fast,...] [--peer]
 
 Each configuration is a list of train.py overrides (CONFIGS below); runs go one after the other.
 """
@@ -42,16 +42,19 @@ def train(name: str, overrides: list[str], data: str, iterations: int, out: Path
         "train_seconds", "psnr", "ssim", "lpips", "num_gaussians", "peak_memory_mb", "phase_ms", "pair_overflows")}}
 
 
-def peer(script: str, data: str, iterations: int, out: Path) -> dict:
+def peer(data: str, iterations: int, out: Path) -> dict:
+    """gsplat through the project's harness (experiments/peers/train_gsplat.py), lego_fast's data and
+    init; its PSNR is the harness's quick in-process one (experiments/peers/score.py scores renders)."""
     path = out / "gsplat.json"
-    cmd = [sys.executable, script, "--kind", "blender", "--path", data, "--iters", str(iterations), "--out", str(path)]
+    cmd = [sys.executable, str(REPO / "experiments/peers/train_gsplat.py"), "--experiment", "lego_fast",
+           "--path", data, "--iters", str(iterations), "--out", str(path), "--renders", str(out / "gsplat_renders")]
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, cwd=REPO, check=True)
     s = json.loads(path.read_text())
-    s.setdefault("peak_memory_mb", (s.get("peak_mem_gib") or 0) * 1024)
-    if not isinstance(s.get("ssim"), (int, float)):  # the peer names the SSIM it would use, no value
-        s["ssim_impl"] = s.pop("ssim", None)
-    return {"config": "gsplat 1.5.3 (peer)", "overrides": "", **s}
+    quick = s["renders"]["quick_psnr"]
+    return {"config": s["trainer"].split(",")[0] + " (peer)", "overrides": "", "train_seconds": s["train_seconds"],
+            "psnr": quick and quick["mean"], "num_gaussians": s["num_gaussians"],
+            "peak_memory_mb": (s.get("peak_gpu_memory_gib") or 0) * 1024}
 
 
 def number(value, fmt: str) -> str:
@@ -79,7 +82,7 @@ def main(argv=None):
     p.add_argument("--configs", default="fast")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="an override for every configuration (e.g. lpips_net=alex where only AlexNet is staged)")
-    p.add_argument("--peer", help="path of peer_train_gsplat.py: also train the peer, after ours")
+    p.add_argument("--peer", action="store_true", help="also train gsplat (experiments/peers/train_gsplat.py), after ours")
     a = p.parse_args(argv)
     unknown = [n for n in a.configs.split(",") if n not in CONFIGS]
     if unknown:
@@ -87,7 +90,7 @@ def main(argv=None):
     a.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in a.configs.split(",") + (["peer"] if a.peer else []):
-        rows.append(peer(a.peer, a.data, a.iterations, a.out) if name == "peer"
+        rows.append(peer(a.data, a.iterations, a.out) if name == "peer"
                     else train(name, CONFIGS[name], a.data, a.iterations, a.out, a.set))
         # results.json after every run: a session cut short keeps what finished
         stamp = time.strftime("%Y-%m-%d %H:%M")

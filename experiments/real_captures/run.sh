@@ -4,14 +4,15 @@
 # run:  bash experiments/real_captures/run.sh <step>   with <step> one of
 #   scenes   prepare beer and fern from their photos, and fern's LLFF model as a COLMAP scene
 #   train    the 12 gsexp runs (skips those whose summary.json says ok)
-#   peer     gsplat 1.5.3 on the same loaded data (4 runs)
+#   peer     gsplat (whichever version PYTHONPATH gives, with fused-ssim) on the same loaded data
+#            through experiments/peers/train_gsplat.py (4 runs)
 #   collect  copy the summaries and prepare.json files into $OUT/real_captures
 # Each gsexp run is one `python train.py` with 30K steps, test views every 8th image.
 set -euo pipefail
 D=${D:-.device/data}                 # the staged scenes (stage_gpu_job.py --scene colmap/beer --scene llff/fern)
 W=${W:-/tmp/real_captures}           # scenes made here and the undistortion cache (not sent back)
 R=${R:-$W/runs}                      # run folders (point clouds are large: collect sends back summaries only)
-PEER=${PEER:-.device/peer_train_gsplat.py}
+PEER=${PEER:-experiments/peers/train_gsplat.py}   # the project's peer harness (experiments/peers)
 ITERS=${ITERS:-30000}
 EXTRA=${EXTRA:-}                     # more train.py overrides for every run, e.g. lpips_net=alex
 # Subsets for a session with little device time, e.g. DATAS="beer_ignored beer_undistorted
@@ -66,7 +67,8 @@ peer)
   declare -A PEER_PATH=([beer_undistorted]="$D/beer" [beer_prepared]="$W/beer_prepared"
                        [fern_undistorted]="$W/fern_colmap" [fern_prepared]="$W/fern_prepared")
   for data in $PEERS; do
-    python "$PEER" --kind colmap --path "${PEER_PATH[$data]}" --iters "$ITERS" --out "$R/peer/gsplat_$data.json"
+    python "$PEER" --data colmap --path "${PEER_PATH[$data]}" --iters "$ITERS" --out "$R/peer/gsplat_$data.json" \
+      --renders "$R/peer/renders_$data"
   done
   ;;
 collect)

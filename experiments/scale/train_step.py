@@ -7,9 +7,10 @@ Both take the model from the PLY and train on lego's views from step 20,000 of 3
 densification, SH degree 3), so only the step's own cost is measured:
 - gsexp: `train_step` of the trainer as `experiment=lego_fast` configures it (fused loss and
   Adam, tc_gs + accutile); `--set` overrides the config, e.g. `--set rasterizer=vanilla`.
-- gsplat: the step of ../shared/tools/peer_train_gsplat.py at that point of its run:
-  gsplat 1.5.3 `rasterization` (packed=False), 0.8 L1 + 0.2 (1 - SSIM) with gsexp.metrics.ssim,
-  its DefaultStrategy's hooks, one torch Adam per group.
+- gsplat: the step of the project's peer harness (experiments/peers/gsplat_trainer.py, gsplat's
+  examples/simple_trainer.py semantics) at that point of its run, with whichever gsplat the path
+  gives (main or 1.5.3): `rasterization` (packed=False), the loss through fused_ssim (refused
+  without it), DefaultStrategy's hooks, one fused torch Adam per group, the means lr decayed.
 Prints and writes: the median step time (CUDA events around each step), the free-running wall
 time per step, and the peak memory allocated (model, optimizer state and the step's buffers);
 with --profile N, then N more steps under torch.profiler: the kernels that take the most time
@@ -69,53 +70,44 @@ def gsexp_step(a):
 
 
 def gsplat_step(a):
-    """(step(i, phases=False), number of Gaussians, device, extra()) for the peer trainer's step at
+    """(step(i, phases=False), number of Gaussians, device, extra()) for the peer harness's step at
     the same point of its run (it has no phases to time)."""
     import gsplat
-    from gsplat.strategy import DefaultStrategy
+
+    sys.path.insert(0, str(REPO / "experiments" / "peers"))
+    import gsplat_trainer as trainer
+    from gsplat_api import PostBackward, make_loss, optional_module
 
     from gsexp.gaussians import load_ply
-    from gsexp.metrics import ssim
     from gsexp.scene import load_scene
 
     dev = torch.device("cuda")
+    loss, ssim_source = make_loss(0.2, optional_module("gsplat.losses"), optional_module("fused_ssim"))
+    if "fused" not in ssim_source:
+        sys.exit(f"train_step.py: the peer's loss would not run fused_ssim ({ssim_source}); stage fused-ssim "
+                 "(experiments/peers/build_wheels.sh)")
     scene = load_scene("blender", lego_path(a.data_path), background=(1.0, 1.0, 1.0))
-    g = load_ply(a.ply).with_sh_degree(3)
-    params = torch.nn.ParameterDict({k: torch.nn.Parameter(v.to(dev).contiguous()) for k, v in {
-        "means": g.means, "scales": g.log_scales, "quats": g.quats, "opacities": g.opacity_logits,
-        "sh0": g.sh[:, :1], "shN": g.sh[:, 1:]}.items()})
-    ext = scene.extent
-    lrs = {"means": 1.6e-4 * ext, "scales": 5e-3, "quats": 1e-3, "opacities": 0.025, "sh0": 2.5e-3, "shN": 2.5e-3 / 20}
-    optimizers = {k: torch.optim.Adam([{"params": params[k], "lr": lr, "name": k}], eps=1e-15) for k, lr in lrs.items()}
-    strategy = DefaultStrategy()
-    state = strategy.initialize_state(scene_scale=ext)
-    images = [im.to(dev) for im in scene.train_images]
-    bg = torch.tensor(scene.background, device=dev)
-    cams = []
-    for c in scene.train_cameras:
-        K = torch.tensor([[c.fx, 0, c.cx], [0, c.fy, c.cy], [0, 0, 1]], device=dev, dtype=torch.float32)
-        cams.append((c.world_to_camera.to(dev).float()[None], K[None], c.width, c.height))
+    opts = trainer.TrainerOptions(iterations=ITERATIONS)
+    splats = trainer.splats_of(load_ply(a.ply).with_sh_degree(3), dev)
+    optimizers = trainer.make_optimizers(splats, scene.extent, opts)
+    for group in optimizers["means"].param_groups:  # the decay's value at START (st:811)
+        group["lr"] *= opts.means_lr_final ** (START / ITERATIONS)
+    schedulers = [torch.optim.lr_scheduler.ExponentialLR(optimizers["means"], opts.means_lr_final ** (1 / ITERATIONS))]
+    strategy = gsplat.strategy.DefaultStrategy()
+    state = strategy.initialize_state(scene_scale=scene.extent)
+    post_backward = PostBackward(strategy)
+    post_backward.attach(splats)
+    background = torch.tensor([scene.background], dtype=torch.float32, device=dev)
+    peer = trainer.Peer(gsplat.rasterization, strategy, post_backward, loss, opts, background)
+    views = trainer.views_of(scene.train_cameras, scene.train_images, dev)
     order = []
 
     def step(i, phases=False):
         if not order:
-            order.extend(torch.randperm(len(images)).tolist())
-        v, t = order.pop(), (START + i) / ITERATIONS
-        optimizers["means"].param_groups[0]["lr"] = ext * 1.6e-4 ** (1 - t) * 1.6e-6 ** t
-        vm, K, w, h = cams[v]
-        colors, alphas, info = gsplat.rasterization(
-            params["means"], params["quats"], torch.exp(params["scales"]), torch.sigmoid(params["opacities"]),
-            torch.cat([params["sh0"], params["shN"]], 1), vm, K, w, h, sh_degree=3, near_plane=0.01, packed=False)
-        img = (colors[0] + (1 - alphas[0]) * bg).permute(2, 0, 1)
-        loss = 0.8 * (img - images[v]).abs().mean() + 0.2 * (1 - ssim(img, images[v]))
-        strategy.step_pre_backward(params, optimizers, state, START + i, info)
-        loss.backward()
-        strategy.step_post_backward(params, optimizers, state, START + i, info, packed=False)
-        for o in optimizers.values():
-            o.step()
-            o.zero_grad(set_to_none=True)
+            order.extend(torch.randperm(len(views)).tolist())
+        trainer.step(peer, splats, optimizers, schedulers, state, START + i, views[order.pop()])
 
-    return step, len(params["means"]), dev, lambda: {}
+    return step, len(splats["means"]), dev, lambda: {"gsplat": gsplat.__version__, "ssim": ssim_source}
 
 
 def measure(step, device, warmup: int, n: int) -> dict:
