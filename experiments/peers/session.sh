@@ -26,7 +26,7 @@ wait)
   for _ in $(seq "${2:-0}"); do grep -q "] done" $W/steps.log 2>/dev/null && break; sleep 1; done
   cat $W/steps.log; pack; exit 0 ;;
 truth)
-  python tools/webp_stage.py unpack "$(ls -d .device_gt* | head -1)" /tmp/lego_gt > $W/truth.log 2>&1 || { tail -3 $W/truth.log; exit 1; }
+  python experiments/webp_stage.py unpack "$(ls -d .device_gt* | head -1)" /tmp/lego_gt > $W/truth.log 2>&1 || { tail -3 $W/truth.log; exit 1; }
   n=$(ls /tmp/lego_gt/test | wc -l); log "truth: $n of 200 test images here"
   if [ "$n" -ge 200 ]; then
     cp -rn /tmp/lego/train /tmp/lego/transforms_train.json /tmp/lego_gt/   # the loader reads both splits
@@ -47,7 +47,7 @@ install)  # the peers side by side (two versions cannot share one site), lego, g
   fi
   [ -d /tmp/peer_main ] || pip_target /tmp/peer_main .device/peer_whl/gsplat-1.6.0-*.whl .device/peer_whl/fused_ssim-*.whl
   [ -d /tmp/peer_153 ] || pip_target /tmp/peer_153 .device/peer_whl/gsplat-1.5.3-*.whl .device/peer_whl/fused_ssim-*.whl
-  [ -d /tmp/lego ] || python tools/webp_stage.py unpack .device/lego_webp /tmp/lego > $W/unpack.log 2>&1
+  [ -d /tmp/lego ] || python experiments/webp_stage.py unpack .device/lego_webp /tmp/lego > $W/unpack.log 2>&1
   python -c "from gsexp.render.cuda import build; build.load()" > $W/build.log 2>&1; log "install: gsexp build rc=$?"
   exit 0 ;;
 run) ;;

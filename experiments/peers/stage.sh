@@ -14,7 +14,7 @@ case "${1:-}" in
 train)
   if [ -e .device ]; then echo "stage.sh: .device exists: move it aside (or remove it) first" >&2; exit 1; fi
   python ../shared/tools/stage_gpu_job.py --scene nerf_synthetic/lego --test-every 8 > /dev/null
-  python tools/webp_stage.py pack .device/data/lego .device/lego_webp
+  python experiments/webp_stage.py pack .device/data/lego .device/lego_webp
   rm -rf .device/data .device/whl/hydra_joblib_launcher-*.whl      # PNGs packed; no sweeps there
   mkdir -p .device/peer_whl
   cp ../shared/wheels/device-peer/gsplat-1.5.3-*.whl .device/peer_whl/
@@ -41,7 +41,7 @@ for frame in meta["frames"][(half - 1) * 100:half * 100]:
 if half == 1:
     shutil.copy(lego / "transforms_test.json", "/tmp/gt_half/")
 PY
-    python tools/webp_stage.py pack /tmp/gt_half "$dst"
+    python experiments/webp_stage.py pack /tmp/gt_half "$dst"
   done
   rm -rf /tmp/gt_half
   ;;

@@ -1,7 +1,7 @@
 """Fit a scene's PNGs into a GPU call's 64 MiB: lossless WebP copies here, PNGs again there.
 
-    python tools/webp_stage.py pack .device/data/lego .device/lego_webp      # here (lego: 52 -> 38 MB)
-    python tools/webp_stage.py unpack .device/lego_webp /tmp/lego            # on the GPU machine
+    python experiments/webp_stage.py pack .device/data/lego .device/lego_webp      # here (lego: 52 -> 38 MB)
+    python experiments/webp_stage.py unpack .device/lego_webp /tmp/lego            # on the GPU machine
 
 `exact` keeps the colour under fully transparent pixels (WebP drops it by default), and the
 md5 of every decoded image is checked against the original's, so the training data is

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # One GPU session for issue 23's scaling study (experiments/scale/run.sh: base, models, render,
-# train, collect). Staged here with `bash tools/stage_scale.sh` (45 MiB in .device: lego as
+# train, collect). Staged here with `bash experiments/scale/stage_scale.sh` (45 MiB in .device: lego as
 # WebP, the wheels with gsplat's; no LPIPS weights: the base run skips LPIPS, which the study
 # does not use).
 # On the GPU machine (the machine goes 30 s after a call: chain the calls with no gap):
-#   source .device/env.sh; mkdir -p /tmp/sc; setsid nohup bash tools/h200_scale_session.sh > /tmp/sc/job.log 2>&1 < /dev/null &
-#   bash tools/h200_scale_session.sh collect 570     # then again until "done"; packs $OUT/scale.tgz
+#   source .device/env.sh; mkdir -p /tmp/sc; setsid nohup bash experiments/scale/h200_scale_session.sh > /tmp/sc/job.log 2>&1 < /dev/null &
+#   bash experiments/scale/h200_scale_session.sh collect 570     # then again until "done"; packs $OUT/scale.tgz
 # run.sh skips what an earlier call finished, so the script can be started again.
 set -u
 L=/tmp/sc; mkdir -p $L
@@ -18,7 +18,7 @@ if [ "${1:-}" = collect ]; then
   exit 0
 fi
 log start
-[ -d /tmp/lego ] || python tools/webp_stage.py unpack .device/lego_webp /tmp/lego > $L/unpack.log 2>&1
+[ -d /tmp/lego ] || python experiments/webp_stage.py unpack .device/lego_webp /tmp/lego > $L/unpack.log 2>&1
 python -c "from gsexp.render.cuda import build; build.load()" > $L/build.log 2>&1; log "build rc=$?"
 export LEGO=/tmp/lego
 # the checks owed from the CPU side (by default the pair limit in csrc/ext.cpp and settled_overflows()),

@@ -2,14 +2,14 @@
 # One GPU session on lego: the GEMM-backward tests, a lego trained with experiment=lego_fast,
 # issue 22's viewer overhead on it and its PLY for the screenshot. Staged here with
 #   python ../shared/tools/stage_gpu_job.py --scene nerf_synthetic/lego --test-every 8
-#   mv .device/data /tmp/staged && python tools/webp_stage.py pack /tmp/staged/lego .device/lego_webp
+#   mv .device/data /tmp/staged && python experiments/webp_stage.py pack /tmp/staged/lego .device/lego_webp
 #   mkdir -p .device/shared/data/scenes && cp ../shared/data/scenes/biker.compressed.ply .device/shared/data/scenes/
 #   pip download viser==1.1.1 --python-version 3.12 --only-binary=:all: -d /tmp/vw   # the viewer's wheels the
 #   cp /tmp/vw/{viser,msgspec,websockets,trimesh,zstandard}-*.whl .device/whl/      # GPU image lacks
 # (51 MiB; no LPIPS weights: the base run's LPIPS is skipped.)
 # On the GPU machine (the machine goes 30 s after a call: chain the calls with no gap):
-#   source .device/env.sh; mkdir -p /tmp/gs; setsid nohup bash tools/h200_lego_session.sh > /tmp/gs/job.log 2>&1 < /dev/null &
-#   bash tools/h200_lego_session.sh collect 570     # waits for "done" (at most 570 s), packs results into $OUT
+#   source .device/env.sh; mkdir -p /tmp/gs; setsid nohup bash experiments/tensor_core_backward/h200_lego_session.sh > /tmp/gs/job.log 2>&1 < /dev/null &
+#   bash experiments/tensor_core_backward/h200_lego_session.sh collect 570     # waits for "done" (at most 570 s), packs results into $OUT
 set -u
 W=/tmp/gs; mkdir -p $W
 export GSEXP_SHARED=$PWD/.device/shared
@@ -24,7 +24,7 @@ if [ "${1:-}" = collect ]; then
   exit 0
 fi
 log start
-[ -d /tmp/lego ] || python tools/webp_stage.py unpack .device/lego_webp /tmp/lego > $W/unpack.log 2>&1
+[ -d /tmp/lego ] || python experiments/webp_stage.py unpack .device/lego_webp /tmp/lego > $W/unpack.log 2>&1
 python -c "from gsexp.render.cuda import build; build.load()" > $W/build.log 2>&1; log "build rc=$?"
 # the whole GEMM-backward file: its probe test's refusal of an unknown id has not run on a GPU yet
 timeout 300 python -m pytest -q tests/test_cuda_gemm_backward.py > $W/gpu_tests.log 2>&1

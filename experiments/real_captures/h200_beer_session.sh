@@ -10,8 +10,8 @@
 # 52 MiB beside a 3.5 MiB checkout, under the 64 MiB a call carries. Without fern the fern
 # steps are skipped.
 # On the GPU machine (the machine goes 30 s after a call: chain the calls with no gap):
-#   source .device/env.sh; mkdir -p /tmp/rc; setsid nohup bash tools/h200_beer_session.sh > /tmp/rc/job.log 2>&1 < /dev/null &
-#   sleep 540; bash tools/h200_beer_session.sh collect        # then: sleep N; bash ... collect
+#   source .device/env.sh; mkdir -p /tmp/rc; setsid nohup bash experiments/real_captures/h200_beer_session.sh > /tmp/rc/job.log 2>&1 < /dev/null &
+#   sleep 540; bash experiments/real_captures/h200_beer_session.sh collect        # then: sleep N; bash ... collect
 # collect packs what is done into $OUT/rc.tgz (a call brings back 8 files at most).
 # run.sh skips finished runs and resumes cut ones, so the script can be started again.
 set -u
