@@ -24,6 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from gsexp.config import check_machine, force_rasterizer_switches, validate
 from gsexp.errors import ConfigError, InvalidCombination
 from gsexp.sweep import gpu_pool
+from gsexp.sweep.slurm import job_record as slurm_record
 from gsexp.track import make_logger, run_name_from_overrides, tags_from_choices
 from gsexp.track.local import LocalLogger
 
@@ -115,6 +116,7 @@ def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | Non
         summary = train(cfg, run_dir, logger, overrides)
         if gpu is not None:  # the pool's device (CUDA_VISIBLE_DEVICES of this job), as nvidia-smi sees it
             summary.update(gpu=gpu, started=started, ended=time.time(), **gpu_pool.nvidia_smi_record(gpu))
+        summary.update(slurm_record())
         logger.summary(summary)
     return summary
 
@@ -131,7 +133,7 @@ def record_failure(run_dir: Path, err: Exception, overrides: list[str]):
     which a failed re-run must not overwrite (then failure.json beside it)."""
     # "invalid": the config was rejected before any work (in a sweep: a combination that cannot run).
     status = "invalid" if isinstance(err, InvalidCombination) else "failed"
-    failure = {"status": status, "error": f"{type(err).__name__}: {err}", "overrides": overrides}
+    failure = {"status": status, "error": f"{type(err).__name__}: {err}", "overrides": overrides, **slurm_record()}
     previous = run_dir / "summary.json"
     if previous.is_file() and '"status": "ok"' in previous.read_text():
         run_dir.joinpath("failure.json").write_text(json.dumps(failure, indent=1))
