@@ -33,8 +33,8 @@ log = logging.getLogger("gsexp.train")
 # what is trained, e.g. iterations and resume, so that a finished run can be extended).
 OmegaConf.register_new_resolver(
     "gsexp_run_name", lambda s, name=None: name or run_name_from_overrides(s.split(",") if s else []), replace=True)
-# Parallel jobs for hydra/launcher=gpus: one per GPU, or half the cores for CPU jobs.
-OmegaConf.register_new_resolver("gsexp_pool_size", lambda: len(gpu_pool.visible_devices())
+# Parallel jobs for hydra/launcher=gpus: jobs_per_gpu per GPU, or half the cores for CPU jobs.
+OmegaConf.register_new_resolver("gsexp_pool_size", lambda jobs_per_gpu=1: len(gpu_pool.visible_devices()) * jobs_per_gpu
                                 or max(1, (os.cpu_count() or 2) // 2), replace=True)
 
 
