@@ -62,15 +62,16 @@ def test_pool_packs_jobs_per_gpu_on_one_device(tmp_path, monkeypatch):
     assert most_at_once(runs, "7") == 2
 
 
-def test_gpus_launcher_hands_jobs_per_gpu_to_the_pool(monkeypatch):
+def test_gpus_launcher_hands_jobs_per_gpu_to_the_pool(monkeypatch, capsys):
     from hydra_plugins.gsexp_gpu_pool.gpu_pool_launcher import GpuPoolLauncher
 
     monkeypatch.delenv(gpu_pool.SLOTS_ENV, raising=False)
     assert gpu_pool.jobs_per_gpu() == 1
     GpuPoolLauncher(jobs_per_gpu=3, n_jobs=2)
     assert gpu_pool.jobs_per_gpu() == 3
-    with pytest.raises(ValueError, match="jobs_per_gpu=0"):
+    with pytest.raises(SystemExit) as exit:  # one line on stderr, exit status 2
         GpuPoolLauncher(jobs_per_gpu=0)
+    assert exit.value.code == 2 and capsys.readouterr().err.count("\n") == 1
 
 
 def test_pool_without_devices_runs_on_the_cpu(tmp_path, monkeypatch):
