@@ -25,6 +25,7 @@ from gsexp import overrides
 from gsexp.config import check_machine, force_rasterizer_switches, validate
 from gsexp.errors import ConfigError, InvalidCombination
 from gsexp.sweep import gpu_pool
+from gsexp.sweep.slurm import job_record as slurm_record
 from gsexp.track import make_logger, run_name_from_overrides, tags_from_choices
 from gsexp.track.local import LocalLogger
 
@@ -33,8 +34,8 @@ log = logging.getLogger("gsexp.train")
 # what is trained, e.g. iterations and resume, so that a finished run can be extended).
 OmegaConf.register_new_resolver(
     "gsexp_run_name", lambda s, name=None: name or run_name_from_overrides(s.split(",") if s else []), replace=True)
-# Parallel jobs for hydra/launcher=gpus: one per GPU, or half the cores for CPU jobs.
-OmegaConf.register_new_resolver("gsexp_pool_size", lambda: len(gpu_pool.visible_devices())
+# Parallel jobs for hydra/launcher=gpus: jobs_per_gpu per GPU, or half the cores for CPU jobs.
+OmegaConf.register_new_resolver("gsexp_pool_size", lambda jobs_per_gpu=1: len(gpu_pool.visible_devices()) * jobs_per_gpu
                                 or max(1, (os.cpu_count() or 2) // 2), replace=True)
 
 
@@ -116,6 +117,7 @@ def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | Non
         summary = train(cfg, run_dir, logger, overrides)
         if gpu is not None:  # the pool's device (CUDA_VISIBLE_DEVICES of this job), as nvidia-smi sees it
             summary.update(gpu=gpu, started=started, ended=time.time(), **gpu_pool.nvidia_smi_record(gpu))
+        summary.update(slurm_record())
         logger.summary(summary)
     return summary
 
@@ -132,7 +134,7 @@ def record_failure(run_dir: Path, err: Exception, overrides: list[str]):
     which a failed re-run must not overwrite (then failure.json beside it)."""
     # "invalid": the config was rejected before any work (in a sweep: a combination that cannot run).
     status = "invalid" if isinstance(err, InvalidCombination) else "failed"
-    failure = {"status": status, "error": f"{type(err).__name__}: {err}", "overrides": overrides}
+    failure = {"status": status, "error": f"{type(err).__name__}: {err}", "overrides": overrides, **slurm_record()}
     previous = run_dir / "summary.json"
     if previous.is_file() and '"status": "ok"' in previous.read_text():
         run_dir.joinpath("failure.json").write_text(json.dumps(failure, indent=1))

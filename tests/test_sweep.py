@@ -1,48 +1,46 @@
 """Sweeps: the GPU pool, the results table, the dashboard, and tiny multiruns on every launcher."""
 import json
 import multiprocessing as mp
-import os
-import time
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 from PIL import Image
 
 from gsexp.dashboard import PLOTS, pareto_front
 from gsexp.sweep import gpu_pool
 from gsexp.sweep.results import collect, read_csv, summarize
+from pool_worker import pool_job
 from test_train_config import compose_train
 from test_train_run import run_train
 
 
 # --- GPU pool ------------------------------------------------------------------------------------
 
-def _pool_job(lock_dir, devices, out_dir, job, reps, barrier):
-    """A worker process that runs `reps` jobs, each holding a device for a moment. The barrier
-    starts the workers together, so that they contend however slowly each one started."""
-    barrier.wait(60)
-    for r in range(reps):
-        with gpu_pool.claim(lock_dir, devices, poll_s=0.01) as device:
-            start = time.monotonic()
-            time.sleep(0.2)
-            Path(out_dir, f"{job}_{r}.json").write_text(json.dumps({
-                "device": device, "start": start, "end": time.monotonic(), "pid": os.getpid(),
-                "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}))
-
-
-def test_pool_gives_each_running_job_its_own_device(tmp_path, monkeypatch):
-    monkeypatch.delenv(gpu_pool.PINNED_ENV, raising=False)
-    devices = ["3", "5"]  # fake device ids: the pool only hands out names
+def run_pool_jobs(tmp_path, devices, workers, reps, slots=1) -> list[dict]:
+    """`workers` processes started together, each running `reps` pool jobs; their records."""
     ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(4)
-    procs = [ctx.Process(target=_pool_job, args=(tmp_path / "locks", devices, tmp_path, j, 3, barrier))
-             for j in range(4)]
+    barrier = ctx.Barrier(workers)
+    procs = [ctx.Process(target=pool_job, args=(tmp_path / "locks", devices, tmp_path, j, reps, barrier, slots))
+             for j in range(workers)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
-    runs = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    return [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+
+
+def most_at_once(runs: list[dict], device: str) -> int:
+    """The most jobs that held `device` at the same moment (counted at each job's start)."""
+    on = [r for r in runs if r["device"] == device]
+    return max(sum(1 for o in on if o["start"] <= r["start"] < o["end"]) for r in on)
+
+
+def test_pool_gives_each_running_job_its_own_device(tmp_path, monkeypatch):
+    monkeypatch.delenv(gpu_pool.PINNED_ENV, raising=False)
+    devices = ["3", "5"]  # fake device ids: the pool only hands out names
+    runs = run_pool_jobs(tmp_path, devices, workers=4, reps=3)
     assert len(runs) == 12 and {r["device"] for r in runs} == set(devices)
     for r in runs:
         assert r["visible"] == r["device"]  # the job sees only its device
@@ -54,6 +52,26 @@ def test_pool_gives_each_running_job_its_own_device(tmp_path, monkeypatch):
     for r in runs:  # a worker keeps the device of its first job (CUDA reads the env once)
         by_pid.setdefault(r["pid"], set()).add(r["device"])
     assert all(len(d) == 1 for d in by_pid.values())
+
+
+def test_pool_packs_jobs_per_gpu_on_one_device(tmp_path, monkeypatch):
+    """jobs_per_gpu=2 on one (fake) GPU: three workers contend, two run at once, never three."""
+    monkeypatch.delenv(gpu_pool.PINNED_ENV, raising=False)
+    runs = run_pool_jobs(tmp_path, ["7"], workers=3, reps=2, slots=2)
+    assert len(runs) == 6 and all(r["device"] == r["visible"] == "7" for r in runs)
+    assert most_at_once(runs, "7") == 2
+
+
+def test_gpus_launcher_hands_jobs_per_gpu_to_the_pool(monkeypatch, capsys):
+    from hydra_plugins.gsexp_gpu_pool.gpu_pool_launcher import GpuPoolLauncher
+
+    monkeypatch.delenv(gpu_pool.SLOTS_ENV, raising=False)
+    assert gpu_pool.jobs_per_gpu() == 1
+    GpuPoolLauncher(jobs_per_gpu=3, n_jobs=2)
+    assert gpu_pool.jobs_per_gpu() == 3
+    with pytest.raises(SystemExit) as exit:  # one line on stderr, exit status 2
+        GpuPoolLauncher(jobs_per_gpu=0)
+    assert exit.value.code == 2 and capsys.readouterr().err.count("\n") == 1
 
 
 def test_pool_without_devices_runs_on_the_cpu(tmp_path, monkeypatch):
@@ -217,6 +235,9 @@ def test_sweep_lists_failed_and_invalid_jobs(tmp_path):
 def test_launcher_configs_compose(launcher):
     cfg = compose_train([f"hydra/launcher={launcher}", "experiment=seeds_tiny"], hydra=True)
     assert cfg.hydra.launcher._target_
+    if launcher == "gpus":
+        launcher = OmegaConf.to_container(cfg.hydra.launcher)  # n_jobs's resolver is train.py's
+        assert launcher["jobs_per_gpu"] == 1 and "jobs_per_gpu" in launcher["n_jobs"]
     if launcher == "slurm":
         assert cfg.hydra.launcher.gpus_per_node == 1 and cfg.hydra.launcher.array_parallelism == 16
         assert "partition" in cfg.hydra.launcher and cfg.hydra.launcher.timeout_min > 0

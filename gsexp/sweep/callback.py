@@ -15,7 +15,7 @@ class SweepSummary(Callback):
     def on_multirun_start(self, config, **kwargs) -> None:
         # Parallel local jobs (joblib) share the GPUs through the pool; the list is made here,
         # in the launching process, before any worker starts. SLURM assigns GPUs itself.
-        if "joblib" in str(config.hydra.launcher.get("_target_", "")):
+        if str(config.hydra.launcher.get("_target_", "")).endswith(("JoblibLauncher", "GpuPoolLauncher")):
             os.environ.setdefault(gpu_pool.POOL_ENV, ",".join(gpu_pool.visible_devices()))
 
     def on_multirun_end(self, config, **kwargs) -> None:

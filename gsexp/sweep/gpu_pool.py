@@ -1,12 +1,14 @@
-"""One GPU per job in parallel sweeps (the joblib launcher): a job claims a free device with
-a lock file in the sweep directory and holds it until the job ends, so no two running jobs
-share a GPU. The claimed device is what CUDA_VISIBLE_DEVICES shows the job.
+"""GPUs for parallel sweeps (hydra/launcher=gpus): a job claims one of a device's k slots
+(hydra.launcher.jobs_per_gpu, default 1) with a lock file in the sweep directory and holds it
+until the job ends, so at most k running jobs share a GPU. The claimed device is what
+CUDA_VISIBLE_DEVICES shows the job.
 
 A worker process serves many jobs, and CUDA reads CUDA_VISIBLE_DEVICES once per process: so a
 worker is pinned to the GPU of its first job and later claims only that one."""
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 import subprocess
 import time
@@ -15,6 +17,7 @@ from pathlib import Path
 
 POOL_ENV = "GSEXP_GPU_POOL"      # comma-separated device ids, set by the sweep callback
 PINNED_ENV = "GSEXP_PINNED_GPU"  # this process's device, once it has one
+SLOTS_ENV = "GSEXP_JOBS_PER_GPU"  # jobs that may run at once on one device, set by the gpus launcher
 
 
 def visible_devices() -> list[str]:
@@ -34,11 +37,17 @@ def pool() -> list[str]:
     return [d for d in os.environ.get(POOL_ENV, "").split(",") if d]
 
 
+def jobs_per_gpu() -> int:
+    return int(os.environ.get(SLOTS_ENV) or 1)
+
+
 @contextmanager
-def claim(lock_dir, devices: list[str] | None = None, poll_s: float = 0.2):
-    """Hold one device of `devices` (default: the sweep's pool) for the duration of the block;
-    yields its id, or None when there are no devices (CPU jobs)."""
+def claim(lock_dir, devices: list[str] | None = None, poll_s: float = 0.2, slots: int | None = None):
+    """Hold one of the `slots` (default: jobs_per_gpu()) of a device of `devices` (default: the
+    sweep's pool) for the duration of the block; yields the device's id, or None when there are
+    no devices (CPU jobs). Free devices fill before a second job joins one."""
     devices = pool() if devices is None else devices
+    slots = jobs_per_gpu() if slots is None else slots
     pinned = os.environ.get(PINNED_ENV)
     candidates = [pinned] if pinned else devices
     if not candidates:
@@ -47,8 +56,8 @@ def claim(lock_dir, devices: list[str] | None = None, poll_s: float = 0.2):
     lock_dir = Path(lock_dir)
     lock_dir.mkdir(parents=True, exist_ok=True)
     while True:
-        for device in candidates:
-            handle = open(lock_dir / f"gpu_{device}.lock", "a+")
+        for slot, device in itertools.product(range(slots), candidates):
+            handle = open(lock_dir / f"gpu_{device}.{slot}.lock", "a+")
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

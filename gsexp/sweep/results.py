@@ -16,6 +16,7 @@ from gsexp.train.phases import PHASES
 METRICS = ("psnr", "ssim", "lpips", "size_mb", "num_gaussians", "render_ms", "train_seconds")
 SEED = re.compile(r"^seed=")
 GPU_RECORD = ("gpu", "gpu_uuid", "started", "ended")  # written by pool jobs (train.py), with gpu_seen
+SLURM_RECORD = ("slurm_job_id", "slurm_log")  # written by SLURM jobs (gsexp/sweep/slurm.py)
 CONTEXT = ("scene", "iterations", "device", "backend")  # what every plot of the sweep must state
 
 
@@ -64,6 +65,8 @@ def collect(sweep_dir) -> list[dict]:
         if summary.get("gpu") is not None:  # a pool job: its GPU as nvidia-smi saw it, and when it ran
             row.update({k: summary.get(k) for k in GPU_RECORD})
             row["gpu_seen"] = " ".join(summary.get("gpu_seen") or []) if "gpu_seen" in summary else None
+        if summary.get("slurm_job_id") is not None:  # a SLURM job: its id, and its stdout (sweep-relative)
+            row.update({k: relative_to(summary.get(k), sweep_dir) for k in SLURM_RECORD})
         row.update(timing_columns(summary))
         row.update(view_spread(summary))
         row.update(job_context(job, summary))
@@ -75,6 +78,13 @@ def collect(sweep_dir) -> list[dict]:
         own = [o for o in row.pop("_overrides") if o not in shared and not SEED.match(o)]
         row["variant"] = " ".join(own) or "default"
     return rows
+
+
+def relative_to(value, folder: Path):
+    """A path inside `folder` relative to it; anything else as it was."""
+    if isinstance(value, str) and Path(value).is_absolute() and Path(value).is_relative_to(folder.resolve()):
+        return str(Path(value).relative_to(folder.resolve()))
+    return value
 
 
 def view_spread(summary: dict) -> dict:
@@ -142,7 +152,8 @@ def read_csv(path) -> list[dict]:
             return v
 
     with open(path, newline="") as f:
-        return [{k: (v if k in ("overrides", "variant", "seed", "status", "error", "dir") else value(v))
+        return [{k: (v if k in ("overrides", "variant", "seed", "status", "error", "dir", "slurm_job_id")
+                 else value(v))
                  for k, v in row.items()} for row in csv.DictReader(f)]
 
 
@@ -205,6 +216,7 @@ def write_markdown(rows: list[dict], path, title: str = "Sweep results") -> None
         lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in cells]
     if check:
         lines += ["", "## GPUs", "", check]
+    lines += slurm_jobs(rows)
     Path(path).write_text("\n".join(lines) + "\n")
 
 
@@ -226,6 +238,17 @@ def gpu_sharing(rows: list[dict]) -> str:
     return (f"{len(jobs)} pool jobs on {len({g for g, *_ in jobs})} GPU(s); at most {most} ran at once on one "
             f"GPU{smi}. Wall time {wall:.0f} s from the first job's start to the last one's end; the jobs' "
             f"own times add up to {busy:.0f} s{pace}.")
+
+
+def slurm_jobs(rows: list[dict]) -> list[str]:
+    """results.md's SLURM section: each SLURM job's id, status and stdout file (submitit's), or nothing."""
+    jobs = [r for r in rows if r.get("slurm_job_id") is not None]
+    if not jobs:
+        return []
+    lines = ["", "## SLURM", "", f"{len(jobs)} of {len(rows)} jobs ran as SLURM jobs. Each one's stdout "
+             "(stderr beside it, .err) is in submitit's folder, relative to this sweep:", "",
+             "| job | SLURM job | status | stdout |", "|---|---|---|---|"]
+    return lines + [f"| {r['job']} | {r['slurm_job_id']} | {r['status']} | {r.get('slurm_log') or '–'} |" for r in jobs]
 
 
 def summarize(sweep_dir) -> list[dict]:
