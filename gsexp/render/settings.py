@@ -43,12 +43,15 @@ class RasterSettings:
     """What every variant has. intersect: which tiles get a Gaussian's entries (aabb: the
     3-sigma square; snugbox: the exact box of the alpha = 1/255 ellipse; accutile: only the
     tiles that ellipse touches). timing: per-stage times in `stage_ms` (costs a sync).
-    tile_order: heavy_first runs the longest tile lists first (no effect on the image)."""
+    tile_order: heavy_first runs the longest tile lists first (no effect on the image).
+    antialiased: Mip-Splatting's 2D filter (gsplat's rasterize_mode="antialiased"): the opacity
+    times sqrt(det S / det(S + 0.3 I)), S the undilated screen-space covariance."""
 
     intersect: str = "aabb"
     timing: bool = False
     tile_order: str = "heavy_first"
     backward: str = "exact"
+    antialiased: bool = False
 
     name: ClassVar[str] = ""
     backend: ClassVar[str] = ""  # torch | cuda: the module that rasterizes it
@@ -215,4 +218,5 @@ def from_keywords(backend: str = "torch", blend: str = "vanilla", **switches) ->
 
 def reference_of(settings: RasterSettings) -> TorchSettings:
     """The reference settings that compute what `settings` computes (for parity checks)."""
-    return TorchSettings(intersect=settings.intersect, timing=settings.timing, **settings.formula)
+    return TorchSettings(intersect=settings.intersect, timing=settings.timing, antialiased=settings.antialiased,
+                         **settings.formula)

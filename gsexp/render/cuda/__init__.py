@@ -49,6 +49,8 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
     """means2d is a leaf whose .grad is the screen-space gradient after backward. capacity:
     pair buffers of that size instead of reading the count back (see render())."""
     _check_device(gaussians, f"rasterizer={settings.name}")
+    if settings.antialiased:
+        raise NotImplementedError("antialiased is not implemented in the CUDA preprocess yet; use rasterizer=torch")
     means = gaussians.means
     degree = gaussians.sh_degree if sh_degree is None else min(sh_degree, gaussians.sh_degree)
     call = {"degree": degree, "camera": camera_values(camera), "background": background.contiguous(),

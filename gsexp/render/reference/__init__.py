@@ -73,7 +73,7 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
     if settings.timing:
         gaussians = _clock_inputs(gaussians, stage_ms, device)
     with _timed(timed, "preprocess", device):
-        proj = preprocess(gaussians, camera, sh_degree, settings.intersect)
+        proj = preprocess(gaussians, camera, sh_degree, settings.intersect, settings.antialiased)
     with _timed(timed, "duplicate", device):
         gauss_ids, tile_xy = duplicate(proj)
     with _timed(timed, "sort", device):
@@ -93,7 +93,7 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
 def hit_counts(gaussians, camera, settings) -> torch.Tensor:
     """[N] int64 pixels each Gaussian contributes to under vanilla's rules, on the settings' tiles."""
     camera = camera.to(gaussians.means.device)
-    proj = preprocess(gaussians, camera, intersect=settings.intersect)
+    proj = preprocess(gaussians, camera, intersect=settings.intersect, antialiased=settings.antialiased)
     tiles = tile_lists(proj, camera.width, camera.height)
     counts = torch.zeros(len(gaussians), dtype=torch.long, device=gaussians.means.device)
     *_, rounds = blend_forward(proj.means2d, proj.conics, proj.opacities, proj.colors, tiles,
