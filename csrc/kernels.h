@@ -58,13 +58,15 @@ struct GaussianGrads {
   ShView<float> sh;
 };
 
-// intersect: INTERSECT_* (config.h). The backward writes every gradient of every Gaussian,
+// intersect: INTERSECT_* (config.h); antialiased: the opacity times Mip-Splatting's
+// compensation (preprocess.cu aa_compensation), which conic_opacity then holds. The backward writes every gradient of every Gaussian,
 // zeros included, so only the blend's accumulated ones (means2d, conic, opacity, colours) need a
 // cleared buffer.
 void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
-                       PreprocessOut out, cudaStream_t stream);
+                       bool antialiased, PreprocessOut out, cudaStream_t stream);
 
-void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, const int* radii,
+void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, bool antialiased,
+                                const int* radii,
                                 const float* grad_means2d, const float* grad_conic, const float* grad_colors,
                                 GaussianGrads grads, cudaStream_t stream);
 

@@ -49,8 +49,6 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
     """means2d is a leaf whose .grad is the screen-space gradient after backward. capacity:
     pair buffers of that size instead of reading the count back (see render())."""
     _check_device(gaussians, f"rasterizer={settings.name}")
-    if settings.antialiased:
-        raise NotImplementedError("antialiased is not implemented in the CUDA preprocess yet; use rasterizer=torch")
     means = gaussians.means
     degree = gaussians.sh_degree if sh_degree is None else min(sh_degree, gaussians.sh_degree)
     call = {"degree": degree, "camera": camera_values(camera), "background": background.contiguous(),
@@ -69,7 +67,8 @@ def hit_counts(gaussians, camera, settings=None) -> torch.Tensor:
     _check_device(gaussians, "hit_counts")
     means = gaussians.means
     counts = torch.zeros(len(means), dtype=torch.int32, device=means.device)
-    vanilla = VanillaSettings(intersect=settings.intersect if settings else "aabb")
+    vanilla = VanillaSettings(intersect=settings.intersect, antialiased=settings.antialiased) if settings \
+        else VanillaSettings()
     raw = [t if t is None else t.detach() for t in raw_params(gaussians)]
     means2d = torch.empty(len(means), 2, device=means.device)
     background = torch.zeros(3, device=means.device)
