@@ -18,6 +18,8 @@ class RenderOutput:
     depths: torch.Tensor     # [N] view-space z
     stage_ms: dict = field(default_factory=dict)  # filled when settings.timing (backward: after it)
     num_pairs: int = 0       # (tile, Gaussian) pairs (a device tensor when render() had a capacity)
+    depth: torch.Tensor | None = None              # [H,W] expected depth sum w z / sum w (settings.depth)
+    depth_accumulated: torch.Tensor | None = None  # [H,W] sum w z, w = alpha T (settings.depth)
 
     @property
     def visible(self) -> torch.Tensor:

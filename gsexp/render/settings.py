@@ -45,13 +45,16 @@ class RasterSettings:
     tiles that ellipse touches). timing: per-stage times in `stage_ms` (costs a sync).
     tile_order: heavy_first runs the longest tile lists first (no effect on the image).
     antialiased: Mip-Splatting's 2D filter (gsplat's rasterize_mode="antialiased"): the opacity
-    times sqrt(det S / det(S + 0.3 I)), S the undilated screen-space covariance."""
+    times sqrt(det S / det(S + 0.3 I)), S the undilated screen-space covariance.
+    depth: also `out.depth` (expected depth sum w z / sum w) and `out.depth_accumulated`
+    (sum w z), differentiable; the reference only for now."""
 
     intersect: str = "aabb"
     timing: bool = False
     tile_order: str = "heavy_first"
     backward: str = "exact"
     antialiased: bool = False
+    depth: bool = False
 
     name: ClassVar[str] = ""
     backend: ClassVar[str] = ""  # torch | cuda: the module that rasterizes it
@@ -63,6 +66,8 @@ class RasterSettings:
         _need(self.backend != "cuda" or self.backward in CUDA_BACKWARDS, "backward",
               f"{self.backward!r} runs on the reference only (rasterizer=torch); the CUDA kernels "
               f"have {', '.join(CUDA_BACKWARDS)}", InvalidCombination)
+        _need(self.backend != "cuda" or not self.depth, "depth",
+              "depth is not implemented in the CUDA blends yet; use rasterizer=torch", InvalidCombination)
         for f in dataclasses.fields(self):
             default = f.default
             if isinstance(default, bool):
@@ -219,4 +224,4 @@ def from_keywords(backend: str = "torch", blend: str = "vanilla", **switches) ->
 def reference_of(settings: RasterSettings) -> TorchSettings:
     """The reference settings that compute what `settings` computes (for parity checks)."""
     return TorchSettings(intersect=settings.intersect, timing=settings.timing, antialiased=settings.antialiased,
-                         **settings.formula)
+                         depth=settings.depth, **settings.formula)

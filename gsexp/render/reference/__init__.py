@@ -81,12 +81,17 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
     with _timed(timed, "ranges", device):
         tiles = tile_ranges(gauss_ids, tile_ids, camera.width, camera.height)
     with _timed(timed, "blend", device):
-        image, alpha, n_contrib = blend(proj, tiles, formula, camera.width, camera.height, background)
+        image, alpha, n_contrib = blend(proj, tiles, formula, camera.width, camera.height, background, settings.depth)
+    depth = depth_accumulated = None
+    if settings.depth:
+        image, depth_accumulated = image[:3], image[3]
+        depth = depth_accumulated / alpha.clamp_min(1e-10)  # gsplat's "ED"; 0 where nothing was drawn
     if settings.timing and image.requires_grad:
         image, alpha = _BackwardClock.apply(stage_ms, device, True, image, alpha)
     if proj.means2d.requires_grad:
         proj.means2d.retain_grad()  # .grad: the screen-space gradient, as the CUDA backend's leaf
-    return RenderOutput(image, alpha, n_contrib, proj.radii, proj.means2d, proj.depths, stage_ms, len(gauss_ids))
+    return RenderOutput(image, alpha, n_contrib, proj.radii, proj.means2d, proj.depths, stage_ms, len(gauss_ids),
+                        depth, depth_accumulated)
 
 
 @torch.no_grad()
