@@ -47,7 +47,9 @@ class RasterSettings:
     antialiased: Mip-Splatting's 2D filter (gsplat's rasterize_mode="antialiased"): the opacity
     times sqrt(det S / det(S + 0.3 I)), S the undilated screen-space covariance.
     depth: also `out.depth` (expected depth sum w z / sum w) and `out.depth_accumulated`
-    (sum w z), differentiable; the reference only for now."""
+    (sum w z), differentiable; the reference only for now.
+    absgrad: `out.means2d_absgrad`, filled by backward(): per Gaussian the sum over its pixels of
+    |dL_pixel / d means2d| (AbsGS's densification statistic); the reference's exact backward only."""
 
     intersect: str = "aabb"
     timing: bool = False
@@ -55,6 +57,7 @@ class RasterSettings:
     backward: str = "exact"
     antialiased: bool = False
     depth: bool = False
+    absgrad: bool = False
 
     name: ClassVar[str] = ""
     backend: ClassVar[str] = ""  # torch | cuda: the module that rasterizes it
@@ -68,6 +71,10 @@ class RasterSettings:
               f"have {', '.join(CUDA_BACKWARDS)}", InvalidCombination)
         _need(self.backend != "cuda" or not self.depth, "depth",
               "depth is not implemented in the CUDA blends yet; use rasterizer=torch", InvalidCombination)
+        _need(self.backend != "cuda" or not self.absgrad, "absgrad",
+              "absgrad is not implemented in the CUDA backward yet; use rasterizer=torch", InvalidCombination)
+        _need(self.backward == "exact" or not self.absgrad, "absgrad",
+              f"absgrad needs backward=exact (the per-pixel terms), not {self.backward!r}", InvalidCombination)
         for f in dataclasses.fields(self):
             default = f.default
             if isinstance(default, bool):
@@ -224,4 +231,4 @@ def from_keywords(backend: str = "torch", blend: str = "vanilla", **switches) ->
 def reference_of(settings: RasterSettings) -> TorchSettings:
     """The reference settings that compute what `settings` computes (for parity checks)."""
     return TorchSettings(intersect=settings.intersect, timing=settings.timing, antialiased=settings.antialiased,
-                         depth=settings.depth, **settings.formula)
+                         depth=settings.depth, absgrad=settings.absgrad, **settings.formula)

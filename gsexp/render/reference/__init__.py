@@ -81,7 +81,9 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
     with _timed(timed, "ranges", device):
         tiles = tile_ranges(gauss_ids, tile_ids, camera.width, camera.height)
     with _timed(timed, "blend", device):
-        image, alpha, n_contrib = blend(proj, tiles, formula, camera.width, camera.height, background, settings.depth)
+        absgrad = torch.zeros_like(proj.means2d, requires_grad=False) if settings.absgrad else None
+        image, alpha, n_contrib = blend(proj, tiles, formula, camera.width, camera.height, background, settings.depth,
+                                        absgrad)
     depth = depth_accumulated = None
     if settings.depth:
         image, depth_accumulated = image[:3], image[3]
@@ -91,7 +93,7 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
     if proj.means2d.requires_grad:
         proj.means2d.retain_grad()  # .grad: the screen-space gradient, as the CUDA backend's leaf
     return RenderOutput(image, alpha, n_contrib, proj.radii, proj.means2d, proj.depths, stage_ms, len(gauss_ids),
-                        depth, depth_accumulated)
+                        depth, depth_accumulated, absgrad)
 
 
 @torch.no_grad()

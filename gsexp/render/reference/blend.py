@@ -240,35 +240,44 @@ def blend_forward(means2d, conics, opacities, colors, tiles: TileLists, formula:
 
 
 class Blend(torch.autograd.Function):
-    """(means2d, conics, opacities, colors) -> per tile-pixel colour and final T."""
+    """(means2d, conics, opacities, colors) -> per tile-pixel colour and final T. absgrad: None,
+    or an [N,2] tensor the backward adds AbsGS's statistic to (module docstring of absgrad)."""
 
     @staticmethod
-    def forward(ctx, means2d, conics, opacities, colors, tiles, formula, width, height):
+    def forward(ctx, means2d, conics, opacities, colors, tiles, formula, width, height, absgrad=None):
         rgb, final_t, n_contrib, rounds = blend_forward(
             means2d, conics, opacities, colors, tiles, formula, width, height,
             keep_entries=any(ctx.needs_input_grad[:4]))
         ctx.save_for_backward(means2d, conics, opacities, colors, final_t)
-        ctx.rounds, ctx.tiles, ctx.formula = rounds, tiles, formula
+        ctx.rounds, ctx.tiles, ctx.formula, ctx.absgrad = rounds, tiles, formula, absgrad
         ctx.mark_non_differentiable(n_contrib)
         return rgb.to(colors.dtype), final_t, n_contrib
 
     @staticmethod
     def backward(ctx, grad_rgb, grad_t, _):
         if getattr(ctx.formula, "backward", "exact") != "exact":
-            return (*gemm_form_backward(ctx, grad_rgb, grad_t), None, None, None, None)
+            return (*gemm_form_backward(ctx, grad_rgb, grad_t), None, None, None, None, None)
         *inputs, final_t = ctx.saved_tensors
         leaves = [x.detach().requires_grad_() for x in inputs]
         means2d, conics, opacities, colors = leaves
         with torch.enable_grad():
             for e in ctx.rounds:
                 u, v = _tile_xy(e.pixel, means2d.dtype)
-                alpha, _ = ctx.formula(gather_rows(means2d, conics, opacities, ctx.tiles, e.pair), u, v)
-                color = colors.index_select(0, ctx.tiles.gauss_ids.index_select(0, e.pair))
+                rows = gather_rows(means2d, conics, opacities, ctx.tiles, e.pair)
+                if ctx.absgrad is not None:  # each entry's own d/d mean: one pixel's contribution
+                    rows.mx.retain_grad()
+                    rows.my.retain_grad()
+                alpha, _ = ctx.formula(rows, u, v)
+                gauss = ctx.tiles.gauss_ids.index_select(0, e.pair)
+                color = colors.index_select(0, gauss)
                 with torch.no_grad():
                     d_alpha, d_color = _pixel_grads(e, alpha, color, grad_rgb, grad_t, final_t)
                 torch.autograd.backward((alpha, color), (d_alpha, d_color))
+                if ctx.absgrad is not None:
+                    per_entry = torch.stack([rows.mx.grad, rows.my.grad], -1).abs()
+                    ctx.absgrad.index_add_(0, gauss, per_entry.to(ctx.absgrad.dtype))
         grads = [x.grad if x.grad is not None else torch.zeros_like(x) for x in leaves]
-        return (*grads, None, None, None, None)
+        return (*grads, None, None, None, None, None)
 
 
 def _pixel_grads(e, alpha, color, grad_rgb, grad_t, final_t):
@@ -301,17 +310,19 @@ def gemm_form_backward(ctx, grad_rgb, grad_t):
 
 
 def blend(proj, tiles: TileLists, formula: Formula, width: int, height: int,
-          background: torch.Tensor, depth: bool = False):
+          background: torch.Tensor, depth: bool = False, absgrad: torch.Tensor | None = None):
     """Composite the sorted tile lists. Returns image [3,H,W], alpha [H,W], n_contrib [H,W].
     With depth: image [4,H,W], its last channel the accumulated depth sum_i w_i z_i (the
-    depths blended as a fourth colour over a background of 0)."""
+    depths blended as a fourth colour over a background of 0). absgrad: an [N,2] tensor to
+    which the backward adds, per Gaussian, the sum over its pixels of |dL_pixel / d mean2d|
+    (AbsGS; exact backward only)."""
     colors = proj.colors
     if depth:
         colors = torch.cat([colors, proj.depths[:, None].to(colors.dtype)], 1)
         bg = background.to(colors.dtype)
         background = torch.cat([bg, bg.new_zeros(1)])
     rgb, final_t, n_contrib = Blend.apply(proj.means2d, proj.conics, proj.opacities, colors,
-                                          tiles, formula, width, height)
+                                          tiles, formula, width, height, absgrad)
     rgb = rgb + final_t[:, None] * background
 
     def to_image(x):  # [tiles * 256, C] -> [C, H, W]
