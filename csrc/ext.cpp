@@ -315,6 +315,10 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
                          grad_opacity.data_ptr<float>(), grad_colors.data_ptr<float>(), cam.width,
                          cam.height, cam.tiles_x, cam.tiles_y};
   check_options(options);
+  TORCH_CHECK(!options.absgrad || options.backward == BACKWARD_EXACT,
+              "gsexp cuda rasterizer: absgrad needs the exact backward");
+  auto grad_means2d_abs = options.absgrad ? torch::zeros({n, 2}, f32) : torch::Tensor();
+  if (options.absgrad) args.grad_means2d_abs = grad_means2d_abs.data_ptr<float>();
   const int probe = backward_probe;
   if (options.backward == BACKWARD_EXACT)
     launch_blend_backward(args, probe, stream);
@@ -337,8 +341,9 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
                              stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("backward");
-  // grad_opacity now holds d/d logit
-  return {{grad_means, grad_log_scales, grad_quats, grad_opacity, grad_sh, grad_rest, grad_means2d}, timer.read()};
+  // grad_opacity now holds d/d logit; the last: absgrad's sums (undefined without it)
+  return {{grad_means, grad_log_scales, grad_quats, grad_opacity, grad_sh, grad_rest, grad_means2d, grad_means2d_abs},
+          timer.read()};
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -354,7 +359,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def_readwrite("backward", &RasterOptions::backward)
       .def_readwrite("heavy_first", &RasterOptions::heavy_first)
       .def_readwrite("timing", &RasterOptions::timing)
-      .def_readwrite("antialiased", &RasterOptions::antialiased);
+      .def_readwrite("antialiased", &RasterOptions::antialiased)
+      .def_readwrite("absgrad", &RasterOptions::absgrad);
   // The ids of the option enums, so Python never restates them.
   m.attr("blend_ids") = py::dict(py::arg("vanilla") = (int)BLEND_VANILLA, py::arg("gemm") = (int)BLEND_GEMM,
                                  py::arg("tcgs") = (int)BLEND_TCGS);

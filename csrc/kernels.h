@@ -110,6 +110,8 @@ struct BlendBackwardArgs {
   float* grad_opacity;      // [N]
   float* grad_colors;       // [N,3]
   int width, height, tiles_x, tiles_y;
+  float* grad_means2d_abs = nullptr;  // [N,2] or null (absgrad, exact backward only): AbsGS's sum
+                                      // over pixels of |d L_pixel / d means2d| (accumulated)
 };
 // Profiling probes (issue 20's study, where ncu cannot read counters): the blend backward with
 // a part left out, so a time difference is that part's cost. The gradients are then wrong.

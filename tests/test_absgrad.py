@@ -50,9 +50,10 @@ def test_absgrad_is_off_by_default_and_leaves_the_gradients_alone():
         assert torch.equal(a, b)
 
 
-def test_absgrad_needs_the_exact_backward_on_the_reference():
+def test_absgrad_needs_the_exact_backward():
     with pytest.raises(InvalidCombination, match="absgrad needs backward=exact"):
         make_settings("torch", absgrad=True, blend="gemm", backward="gemm_fp32")
     for name in ("vanilla", "gemm_gs", "tc_gs"):
-        with pytest.raises(InvalidCombination, match="absgrad is not implemented in the CUDA backward yet"):
-            make_settings(name, absgrad=True)
+        assert make_settings(name, absgrad=True).absgrad
+        with pytest.raises(InvalidCombination, match="absgrad needs backward=exact"):
+            make_settings(name, absgrad=True, backward="gemm_tf32")

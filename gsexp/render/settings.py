@@ -49,7 +49,7 @@ class RasterSettings:
     depth: also `out.depth` (expected depth sum w z / sum w) and `out.depth_accumulated`
     (sum w z), differentiable; the reference only for now.
     absgrad: `out.means2d_absgrad`, filled by backward(): per Gaussian the sum over its pixels of
-    |dL_pixel / d means2d| (AbsGS's densification statistic); the reference's exact backward only."""
+    |dL_pixel / d means2d| (AbsGS's densification statistic); the exact backward only."""
 
     intersect: str = "aabb"
     timing: bool = False
@@ -71,8 +71,6 @@ class RasterSettings:
               f"have {', '.join(CUDA_BACKWARDS)}", InvalidCombination)
         _need(self.backend != "cuda" or not self.depth, "depth",
               "depth is not implemented in the CUDA blends yet; use rasterizer=torch", InvalidCombination)
-        _need(self.backend != "cuda" or not self.absgrad, "absgrad",
-              "absgrad is not implemented in the CUDA backward yet; use rasterizer=torch", InvalidCombination)
         _need(self.backward == "exact" or not self.absgrad, "absgrad",
               f"absgrad needs backward=exact (the per-pixel terms), not {self.backward!r}", InvalidCombination)
         for f in dataclasses.fields(self):
