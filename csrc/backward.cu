@@ -53,7 +53,9 @@ __device__ inline Slot grad_slot(const BlendBackwardArgs& args, int k) {
   return {args.grad_colors + (k - 6), 3};
 }
 
-template <int PROBE>
+// ABS: also add each pixel's |d/d means2d| to args.grad_means2d_abs (absgrad; a template
+// argument, so the kernel without it is the one it always was).
+template <int PROBE, bool ABS>
 __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackwardArgs args) {
   __shared__ Batch s;
   __shared__ int s_max_last;
@@ -97,9 +99,16 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
         for (int k = 0; k < NUM_GRADS; ++k) kept += g[k];
         continue;
       }
+      const int id = s.id[j];
+      if constexpr (ABS) {  // before warp_sum8, which overwrites g
+        const float abs_x = warp_sum(fabsf(g[0])), abs_y = warp_sum(fabsf(g[1]));
+        if (lane == 0) {
+          atomicAdd(&args.grad_means2d_abs[2 * id], abs_x);
+          atomicAdd(&args.grad_means2d_abs[2 * id + 1], abs_y);
+        }
+      }
       const float blue = warp_sum(g[8]);
       const float sum = warp_sum8(reinterpret_cast<float(&)[8]>(g), lane);
-      const int id = s.id[j];
       if ((lane & 3) == 0) grad_add<PROBE>(slot.base + slot.stride * id, sum, kept);
       if (lane == 0) grad_add<PROBE>(&args.grad_colors[3 * id + 2], blue, kept);
     }
@@ -113,9 +122,11 @@ void launch_blend_backward(const BlendBackwardArgs& args, int probe, cudaStream_
   int tiles = args.tiles_x * args.tiles_y;
   if (tiles == 0) return;
   if (probe == PROBE_WALK)
-    blend_backward_kernel<PROBE_WALK><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+    blend_backward_kernel<PROBE_WALK, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
   else if (probe == PROBE_NO_ATOMICS)
-    blend_backward_kernel<PROBE_NO_ATOMICS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+    blend_backward_kernel<PROBE_NO_ATOMICS, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else if (args.grad_means2d_abs)
+    blend_backward_kernel<PROBE_NONE, true><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
   else
-    blend_backward_kernel<PROBE_NONE><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+    blend_backward_kernel<PROBE_NONE, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
 }

@@ -24,6 +24,8 @@ struct RasterOptions {
   int backward = BACKWARD_EXACT;  // BACKWARD_*: the blend backward's kernel
   bool heavy_first = true;    // blocks take the longest tile lists first
   bool timing = false;        // CUDA events per stage (reading them syncs)
+  bool antialiased = false;   // preprocess: Mip-Splatting's opacity compensation
+  bool absgrad = false;       // exact backward: also AbsGS's sum of |per-pixel d/d means2d|
 };
 
 struct BlendArgs {

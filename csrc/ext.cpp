@@ -198,7 +198,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   auto depths = torch::empty({n}, f32);
   auto radii = torch::empty({n}, i32);
   auto touched = torch::empty({n}, i32);
-  launch_preprocess((int)n, g, (int)degree, cam, mode,
+  launch_preprocess((int)n, g, (int)degree, cam, mode, options.antialiased,
                     {means2d.data_ptr<float>(), conic_opacity.data_ptr<float>(), colors.data_ptr<float>(),
                      depths.data_ptr<float>(), radii.data_ptr<int>(), touched.data_ptr<int>()},
                     stream);
@@ -315,6 +315,10 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
                          grad_opacity.data_ptr<float>(), grad_colors.data_ptr<float>(), cam.width,
                          cam.height, cam.tiles_x, cam.tiles_y};
   check_options(options);
+  TORCH_CHECK(!options.absgrad || options.backward == BACKWARD_EXACT,
+              "gsexp cuda rasterizer: absgrad needs the exact backward");
+  auto grad_means2d_abs = options.absgrad ? torch::zeros({n, 2}, f32) : torch::Tensor();
+  if (options.absgrad) args.grad_means2d_abs = grad_means2d_abs.data_ptr<float>();
   const int probe = backward_probe;
   if (options.backward == BACKWARD_EXACT)
     launch_blend_backward(args, probe, stream);
@@ -330,15 +334,16 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
   float* dc = grad_sh.data_ptr<float>();  // the gradients in the parameters' layout
   const ShView<float> grad_view{dc, sh_rest ? grad_rest.data_ptr<float>() : dc + 3, g.sh.dc_stride, g.sh.rest_stride,
                                 g.sh.rest_len};
-  launch_preprocess_backward((int)n, g, (int)degree, cam, radii.data_ptr<int>(), grad_means2d.data_ptr<float>(),
+  launch_preprocess_backward((int)n, g, (int)degree, cam, options.antialiased, radii.data_ptr<int>(), grad_means2d.data_ptr<float>(),
                              grad_conic.data_ptr<float>(), grad_colors.data_ptr<float>(),
                              {grad_means.data_ptr<float>(), grad_log_scales.data_ptr<float>(),
                               grad_quats.data_ptr<float>(), grad_opacity.data_ptr<float>(), grad_view},
                              stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("backward");
-  // grad_opacity now holds d/d logit
-  return {{grad_means, grad_log_scales, grad_quats, grad_opacity, grad_sh, grad_rest, grad_means2d}, timer.read()};
+  // grad_opacity now holds d/d logit; the last: absgrad's sums (undefined without it)
+  return {{grad_means, grad_log_scales, grad_quats, grad_opacity, grad_sh, grad_rest, grad_means2d, grad_means2d_abs},
+          timer.read()};
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -353,7 +358,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def_readwrite("intersect", &RasterOptions::intersect)
       .def_readwrite("backward", &RasterOptions::backward)
       .def_readwrite("heavy_first", &RasterOptions::heavy_first)
-      .def_readwrite("timing", &RasterOptions::timing);
+      .def_readwrite("timing", &RasterOptions::timing)
+      .def_readwrite("antialiased", &RasterOptions::antialiased)
+      .def_readwrite("absgrad", &RasterOptions::absgrad);
   // The ids of the option enums, so Python never restates them.
   m.attr("blend_ids") = py::dict(py::arg("vanilla") = (int)BLEND_VANILLA, py::arg("gemm") = (int)BLEND_GEMM,
                                  py::arg("tcgs") = (int)BLEND_TCGS);

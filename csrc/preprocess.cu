@@ -39,6 +39,7 @@ struct Projection {
   float R[3][3], s[3], q[4], q_norm;  // activated scale and unit quaternion
   float Sigma[3][3];  // 3D covariance
   float a, b, c;      // 2D covariance, dilated
+  float a0, c0;       // its diagonal before the dilation (antialiased)
 };
 
 __device__ inline bool project(const Camera& cam, const float* p, const float* log_scale,
@@ -70,10 +71,32 @@ __device__ inline bool project(const Camera& cam, const float* p, const float* l
   for (int r = 0; r < 2; ++r)
     for (int j = 0; j < 3; ++j)
       TS[r][j] = P.T[r][0] * P.Sigma[0][j] + P.T[r][1] * P.Sigma[1][j] + P.T[r][2] * P.Sigma[2][j];
-  P.a = TS[0][0] * P.T[0][0] + TS[0][1] * P.T[0][1] + TS[0][2] * P.T[0][2] + COV2D_DILATION;
+  P.a0 = TS[0][0] * P.T[0][0] + TS[0][1] * P.T[0][1] + TS[0][2] * P.T[0][2];
   P.b = TS[0][0] * P.T[1][0] + TS[0][1] * P.T[1][1] + TS[0][2] * P.T[1][2];
-  P.c = TS[1][0] * P.T[1][0] + TS[1][1] * P.T[1][1] + TS[1][2] * P.T[1][2] + COV2D_DILATION;
+  P.c0 = TS[1][0] * P.T[1][0] + TS[1][1] * P.T[1][1] + TS[1][2] * P.T[1][2];
+  P.a = P.a0 + COV2D_DILATION;
+  P.c = P.c0 + COV2D_DILATION;
   return true;
+}
+
+// antialiased (Mip-Splatting's 2D filter): the opacity is multiplied by
+// sqrt(det S / det(S + dilation I)), S the undilated covariance, so the dilated Gaussian keeps
+// S's mass; 0 where det S <= 0. As reference/preprocess.py's aa_compensation.
+__device__ inline float aa_compensation(const Projection& P) {
+  const float det0 = P.a0 * P.c0 - P.b * P.b, det = P.a * P.c - P.b * P.b;
+  return det0 > 0.f ? sqrtf(det0 / det) : 0.f;
+}
+
+// Its gradient: g (dL/d compensation) onto the 2D covariance entries ga, gb, gc (the dilation
+// is a constant shift). d comp = comp / 2 (d det0 / det0 - d det / det).
+__device__ inline void aa_compensation_backward(const Projection& P, float comp, float g, float& ga, float& gb,
+                                                float& gc) {
+  const float det0 = P.a0 * P.c0 - P.b * P.b, det = P.a * P.c - P.b * P.b;
+  if (!(det0 > 0.f)) return;
+  const float h = 0.5f * comp * g;
+  ga += h * (P.c0 / det0 - P.c / det);
+  gc += h * (P.a0 / det0 - P.a / det);
+  gb += h * (2.f * P.b / det - 2.f * P.b / det0);
 }
 
 __device__ inline void view_dir(const Camera& cam, const float* p, float* d, float* inv_norm) {
@@ -124,7 +147,7 @@ template <int DEGREE>
 __global__ void preprocess_kernel(int n, const float* __restrict__ means,
                                   const float* __restrict__ log_scales, const float* __restrict__ quats,
                                   const float* __restrict__ opacity_logits, ShView<const float> sh,
-                                  Camera cam, int intersect, PreprocessOut out) {
+                                  Camera cam, int intersect, bool antialiased, PreprocessOut out) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float* p = means + 3 * i;
@@ -141,7 +164,9 @@ __global__ void preprocess_kernel(int n, const float* __restrict__ means,
     float mid = 0.5f * (P.a + P.c);
     float root = __fsqrt_rn(fmaxf(mid * mid - det, 0.1f));
     radius = ceilf(3.f * __fsqrt_rn(mid + root));
-    co = make_float4(__fdiv_rn(P.c, det), __fdiv_rn(-P.b, det), __fdiv_rn(P.a, det), sigmoid(opacity_logits[i]));
+    const float o = sigmoid(opacity_logits[i]);
+    co = make_float4(__fdiv_rn(P.c, det), __fdiv_rn(-P.b, det), __fdiv_rn(P.a, det),
+                     antialiased ? o * aa_compensation(P) : o);
     int x0, y0, x1, y1;
     Ellipse e;
     if (intersect == INTERSECT_AABB) {
@@ -187,14 +212,16 @@ template <int DEGREE>
 __device__ inline void backward_one(
     int i, const float* __restrict__ means, const float* __restrict__ log_scales,
     const float* __restrict__ quats, const float* __restrict__ opacity_logits,
-    ShView<const float> coeffs, int row, const Camera& cam, const float* __restrict__ g_means2d,
+    ShView<const float> coeffs, int row, const Camera& cam, bool antialiased, const float* __restrict__ g_means2d,
     const float* __restrict__ g_conic, const float* __restrict__ g_colors, float* g_means,
     float* g_log_scales, float* g_quats, float* g_opacity, ShView<float> g_sh) {
   const float* p = means + 3 * i;
   Projection P;
   project(cam, p, log_scales + 3 * i, quats + 4 * i, P);
   float o = sigmoid(opacity_logits[i]);
-  g_opacity[i] *= o * (1.f - o);
+  const float g_o = g_opacity[i];  // per the opacity the blend read (compensated when antialiased)
+  const float comp = antialiased ? aa_compensation(P) : 1.f;
+  g_opacity[i] = antialiased ? g_o * comp * (o * (1.f - o)) : g_o * (o * (1.f - o));
   const float a = P.a, b = P.b, c = P.c, z = P.t[2];
   // conic = (c, -b, a) / det  ->  d/d(a, b, c) of the 2D covariance
   float det = a * c - b * b, den = det * det;
@@ -202,6 +229,7 @@ __device__ inline void backward_one(
   float ga = (-c * c * gA + b * c * gB - b * b * gC) / den;
   float gb = (2 * b * c * gA - (a * c + b * b) * gB + 2 * a * b * gC) / den;
   float gc = (-b * b * gA + a * b * gB - a * a * gC) / den;
+  if (antialiased) aa_compensation_backward(P, comp, g_o * o, ga, gb, gc);
   // cov = T Sigma T^T, with b read from cov[0][1] only: Gs = G + G^T.
   float Gs[2][2] = {{2 * ga, gb}, {gb, 2 * gc}};
   float GT[2][3];  // Gs T
@@ -301,7 +329,7 @@ template <int DEGREE>
 __global__ void preprocess_backward_kernel(
     int n, const float* __restrict__ means, const float* __restrict__ log_scales,
     const float* __restrict__ quats, const float* __restrict__ opacity_logits,
-    ShView<const float> sh, Camera cam, const int* __restrict__ radii,
+    ShView<const float> sh, Camera cam, bool antialiased, const int* __restrict__ radii,
     const float* __restrict__ g_means2d, const float* __restrict__ g_conic,
     const float* __restrict__ g_colors, float* g_means, float* g_log_scales, float* g_quats,
     float* g_opacity, ShView<float> g_sh) {
@@ -316,7 +344,8 @@ __global__ void preprocess_backward_kernel(
   if (i < n && radii[i] > 0) {
     const ShView<float> mine = staged_view<float>(dc, rest, t, sh.rest_len);
     backward_one<DEGREE>(i, means, log_scales, quats, opacity_logits, {mine.dc, mine.rest, 0, 0, mine.rest_len}, 0,
-                         cam, g_means2d, g_conic, g_colors, g_means, g_log_scales, g_quats, g_opacity, mine);
+                         cam, antialiased, g_means2d, g_conic, g_colors, g_means, g_log_scales, g_quats, g_opacity,
+                         mine);
     for (int c = rest_used<DEGREE>(); c < rest.len; ++c) rest_row[c] = 0.f;
   } else if (i < n) {
     for (int c = 0; c < 3; ++c) dc_row[c] = 0.f;
@@ -351,22 +380,23 @@ void with_degree(int degree, F f) {
 static size_t stage_bytes(int rest_len) { return sizeof(float) * BACKWARD_BLOCK * (3 + odd_pitch(rest_len)); }
 
 void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
-                       PreprocessOut out, cudaStream_t stream) {
+                       bool antialiased, PreprocessOut out, cudaStream_t stream) {
   if (n == 0) return;
   with_degree(degree, [&](auto d) {
     preprocess_kernel<decltype(d)::value><<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(
-        n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, intersect, out);
+        n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, intersect, antialiased, out);
   });
 }
 
-void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, const int* radii,
+void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, bool antialiased,
+                                const int* radii,
                                 const float* grad_means2d, const float* grad_conic, const float* grad_colors,
                                 GaussianGrads grads, cudaStream_t stream) {
   if (n == 0) return;
   with_degree(degree, [&](auto d) {
     preprocess_backward_kernel<decltype(d)::value>
         <<<(n + BACKWARD_BLOCK - 1) / BACKWARD_BLOCK, BACKWARD_BLOCK, stage_bytes(g.sh.rest_len), stream>>>(
-            n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, radii, grad_means2d, grad_conic,
+            n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, antialiased, radii, grad_means2d, grad_conic,
             grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
   });
 }

@@ -28,6 +28,8 @@ def test_extension_compiles_and_mirrors_the_constants():
     o = ext.RasterOptions()
     assert (o.blend, o.intersect, o.heavy_first, o.timing) == (ext.blend_ids["vanilla"], ext.intersect_ids["aabb"],
                                                                True, False)
+    # the issue 38 modes the kernels read reach them by name (options_of), off by default
+    assert (o.antialiased, o.absgrad) == (False, False)
 
 
 def test_flags_target_hopper_with_portable_ptx():

@@ -1,6 +1,7 @@
 """csrc/preprocess.cu's kernels built for the CPU (tests/preprocess_host.cpp: a block's threads as
-std::threads meeting at a barrier), at every SH degree and in both SH layouts: the outputs and
-gradients agree with the torch reference in float64, and the backward, which moves a block's SH
+std::threads meeting at a barrier), at every SH degree and in both SH layouts, and antialiased (Mip-Splatting's
+opacity compensation) at two of them: the outputs and gradients agree with the torch reference
+in float64, and the backward, which moves a block's SH
 rows through shared memory, writes every gradient itself (zeros where culled or unused).
 
 Runs in CI with the CUDA headers (GSEXP_REQUIRE_CUDA_BUILD=1 fails instead of skipping); the GPU
@@ -20,7 +21,8 @@ from gsexp.render.reference.preprocess import preprocess
 from render_helpers import culled_runs, random_scene, rel_error
 
 REPO = Path(__file__).resolve().parents[1]
-LINE = re.compile(r"degree (\d) (split|joined): visible (\d+) of (\d+)")
+LINE = re.compile(r"degree (\d) (split|joined)( antialiased)?: visible (\d+) of (\d+)")
+CASES = 10  # 4 degrees x 2 layouts, then 2 antialiased
 N = 8000
 
 
@@ -66,7 +68,7 @@ FIELDS = [("means2d", 2, np.float32), ("conic_opacity", 4, np.float32), ("colors
 
 def cases(raw: np.ndarray) -> list[dict]:
     out, at = [], 0
-    for _ in range(8):
+    for _ in range(CASES):
         case = {}
         for name, cols, dtype in FIELDS:
             size = N * cols * 4
@@ -83,14 +85,14 @@ def test_kernels_on_the_cpu(tmp_path):
     g, cam, upstream = mixed_scene()
     stdout, raw = run_host(tmp_path, g, cam, upstream)
     lines = [LINE.fullmatch(line) for line in stdout.splitlines()]
-    assert len(lines) == 8 and all(lines), stdout
+    assert len(lines) == CASES and all(lines), stdout
     outputs = cases(raw)
     seen = set()
     for m, ours in zip(lines, outputs):
-        degree, layout, visible, n = m.groups()
-        degree = int(degree)
+        degree, layout, aa, visible, n = m.groups()
+        degree, aa = int(degree), aa is not None
         assert 0.3 < int(visible) / int(n) < 0.7, m.group(0)  # culled and visible Gaussians, in runs
-        seen.add((degree, layout))
+        seen.add((degree, layout, aa))
         culled = ours["radii"][:, 0] == 0
         for name in ("means2d", "conic_opacity", "colors", "depths"):  # every output written
             assert torch.isfinite(ours[name]).all(), (degree, layout, name)
@@ -99,13 +101,14 @@ def test_kernels_on_the_cpu(tmp_path):
 
         # against the float64 reference, on the Gaussians both keep
         leaves = g.map(lambda t: t.detach().double().requires_grad_())
-        ref = preprocess(leaves, cam, sh_degree=degree, intersect="accutile")
+        ref = preprocess(leaves, cam, sh_degree=degree, intersect="accutile", antialiased=aa)
         radii = ours["radii"][:, 0]
         assert (radii == ref.radii).float().mean() > 0.999, degree
         both = (radii > 0) & (ref.radii > 0)
         assert both.sum() > 1000
         assert (ours["means2d"][both] - ref.means2d[both]).abs().max() < 1e-3
         assert rel_error(ours["conic_opacity"][both, :3], ref.conics[both].detach()) < 1e-5  # seen: 3e-7
+        assert rel_error(ours["conic_opacity"][both, 3], ref.opacities[both].detach()) < 1e-5
         assert rel_error(ours["colors"][both], ref.colors[both].detach()) < 1e-6  # seen: <1e-7
         assert rel_error(ours["depths"][both, 0], ref.depths[both].detach()) < 1e-6
         loss = sum((upstream[k][both].double() * getattr(ref, k)[both].reshape(-1, upstream[k].shape[1])).sum()
@@ -117,4 +120,5 @@ def test_kernels_on_the_cpu(tmp_path):
             assert rel_error(mine[both], theirs[both]) < 1e-5, (degree, layout, name, rel_error(mine[both], theirs[both]))
         used = (degree + 1) ** 2
         assert not ours["sh"].view(N, 16, 3)[:, used:].any()
-    assert seen == {(d, layout) for d in range(4) for layout in ("split", "joined")}
+    assert seen == {(d, layout, False) for d in range(4) for layout in ("split", "joined")} | {
+        (1, "split", True), (3, "joined", True)}

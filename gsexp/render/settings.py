@@ -43,12 +43,21 @@ class RasterSettings:
     """What every variant has. intersect: which tiles get a Gaussian's entries (aabb: the
     3-sigma square; snugbox: the exact box of the alpha = 1/255 ellipse; accutile: only the
     tiles that ellipse touches). timing: per-stage times in `stage_ms` (costs a sync).
-    tile_order: heavy_first runs the longest tile lists first (no effect on the image)."""
+    tile_order: heavy_first runs the longest tile lists first (no effect on the image).
+    antialiased: Mip-Splatting's 2D filter (gsplat's rasterize_mode="antialiased"): the opacity
+    times sqrt(det S / det(S + 0.3 I)), S the undilated screen-space covariance.
+    depth: also `out.depth` (expected depth sum w z / sum w) and `out.depth_accumulated`
+    (sum w z), differentiable; the reference only for now.
+    absgrad: `out.means2d_absgrad`, filled by backward(): per Gaussian the sum over its pixels of
+    |dL_pixel / d means2d| (AbsGS's densification statistic); the exact backward only."""
 
     intersect: str = "aabb"
     timing: bool = False
     tile_order: str = "heavy_first"
     backward: str = "exact"
+    antialiased: bool = False
+    depth: bool = False
+    absgrad: bool = False
 
     name: ClassVar[str] = ""
     backend: ClassVar[str] = ""  # torch | cuda: the module that rasterizes it
@@ -60,6 +69,10 @@ class RasterSettings:
         _need(self.backend != "cuda" or self.backward in CUDA_BACKWARDS, "backward",
               f"{self.backward!r} runs on the reference only (rasterizer=torch); the CUDA kernels "
               f"have {', '.join(CUDA_BACKWARDS)}", InvalidCombination)
+        _need(self.backend != "cuda" or not self.depth, "depth",
+              "depth is not implemented in the CUDA blends yet; use rasterizer=torch", InvalidCombination)
+        _need(self.backward == "exact" or not self.absgrad, "absgrad",
+              f"absgrad needs backward=exact (the per-pixel terms), not {self.backward!r}", InvalidCombination)
         for f in dataclasses.fields(self):
             default = f.default
             if isinstance(default, bool):
@@ -215,4 +228,5 @@ def from_keywords(backend: str = "torch", blend: str = "vanilla", **switches) ->
 
 def reference_of(settings: RasterSettings) -> TorchSettings:
     """The reference settings that compute what `settings` computes (for parity checks)."""
-    return TorchSettings(intersect=settings.intersect, timing=settings.timing, **settings.formula)
+    return TorchSettings(intersect=settings.intersect, timing=settings.timing, antialiased=settings.antialiased,
+                         depth=settings.depth, absgrad=settings.absgrad, **settings.formula)

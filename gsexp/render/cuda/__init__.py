@@ -52,11 +52,13 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
     means = gaussians.means
     degree = gaussians.sh_degree if sh_degree is None else min(sh_degree, gaussians.sh_degree)
     call = {"degree": degree, "camera": camera_values(camera), "background": background.contiguous(),
-            "options": options_of(settings), "capacity": int(capacity or 0), "stage_ms": {}}
+            "options": options_of(settings), "capacity": int(capacity or 0), "stage_ms": {},
+            "absgrad": torch.zeros(len(means), 2, device=means.device) if settings.absgrad else None}
     # Filled by the kernel (no memset); a leaf so that .grad is the screen-space gradient.
     holder = torch.empty(len(means), 2, device=means.device, requires_grad=torch.is_grad_enabled())
     image, alpha, n_contrib, radii, depths = Rasterize.apply(*raw_params(gaussians), holder, call)
-    return RenderOutput(image, alpha, n_contrib, radii, holder, depths, call["stage_ms"], call["num_pairs"])
+    return RenderOutput(image, alpha, n_contrib, radii, holder, depths, call["stage_ms"], call["num_pairs"],
+                        means2d_absgrad=call["absgrad"])
 
 
 @torch.no_grad()
@@ -67,7 +69,8 @@ def hit_counts(gaussians, camera, settings=None) -> torch.Tensor:
     _check_device(gaussians, "hit_counts")
     means = gaussians.means
     counts = torch.zeros(len(means), dtype=torch.int32, device=means.device)
-    vanilla = VanillaSettings(intersect=settings.intersect if settings else "aabb")
+    vanilla = VanillaSettings(intersect=settings.intersect, antialiased=settings.antialiased) if settings \
+        else VanillaSettings()
     raw = [t if t is None else t.detach() for t in raw_params(gaussians)]
     means2d = torch.empty(len(means), 2, device=means.device)
     background = torch.zeros(3, device=means.device)

@@ -36,7 +36,8 @@ class Rasterize(torch.autograd.Function):
     [N, bases, 3], or with sh_rest (not None) the DC term [N,1,3] and the other bases, as training
     keeps them. The holder is an [N,2] leaf the kernel fills with the projected means; its gradient
     is the screen-space gradient the densification strategies read. `call` carries the degree,
-    camera, background and options in, and stage_ms and num_pairs out."""
+    camera, background and options in, and stage_ms and num_pairs out; with options.absgrad,
+    call["absgrad"] (an [N,2] tensor) gets the backward's AbsGS sums added."""
 
     @staticmethod
     def forward(ctx, means, log_scales, quats, opacity_logits, sh, sh_rest, means2d, call):
@@ -60,4 +61,7 @@ class Rasterize(torch.autograd.Function):
             *saved[:6], c["degree"], c["camera"], c["background"], *saved[6:12], ctx.order, *saved[12:],
             grad_image.contiguous(), grad_alpha.contiguous(), c["options"])
         c["stage_ms"].update(stage_ms)
+        *grads, absgrad = grads
+        if absgrad is not None:
+            c["absgrad"].add_(absgrad)
         return (*grads, None)

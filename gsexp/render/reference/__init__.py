@@ -73,7 +73,7 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
     if settings.timing:
         gaussians = _clock_inputs(gaussians, stage_ms, device)
     with _timed(timed, "preprocess", device):
-        proj = preprocess(gaussians, camera, sh_degree, settings.intersect)
+        proj = preprocess(gaussians, camera, sh_degree, settings.intersect, settings.antialiased)
     with _timed(timed, "duplicate", device):
         gauss_ids, tile_xy = duplicate(proj)
     with _timed(timed, "sort", device):
@@ -81,19 +81,26 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
     with _timed(timed, "ranges", device):
         tiles = tile_ranges(gauss_ids, tile_ids, camera.width, camera.height)
     with _timed(timed, "blend", device):
-        image, alpha, n_contrib = blend(proj, tiles, formula, camera.width, camera.height, background)
+        absgrad = torch.zeros_like(proj.means2d, requires_grad=False) if settings.absgrad else None
+        image, alpha, n_contrib = blend(proj, tiles, formula, camera.width, camera.height, background, settings.depth,
+                                        absgrad)
+    depth = depth_accumulated = None
+    if settings.depth:
+        image, depth_accumulated = image[:3], image[3]
+        depth = depth_accumulated / alpha.clamp_min(1e-10)  # gsplat's "ED"; 0 where nothing was drawn
     if settings.timing and image.requires_grad:
         image, alpha = _BackwardClock.apply(stage_ms, device, True, image, alpha)
     if proj.means2d.requires_grad:
         proj.means2d.retain_grad()  # .grad: the screen-space gradient, as the CUDA backend's leaf
-    return RenderOutput(image, alpha, n_contrib, proj.radii, proj.means2d, proj.depths, stage_ms, len(gauss_ids))
+    return RenderOutput(image, alpha, n_contrib, proj.radii, proj.means2d, proj.depths, stage_ms, len(gauss_ids),
+                        depth, depth_accumulated, absgrad)
 
 
 @torch.no_grad()
 def hit_counts(gaussians, camera, settings) -> torch.Tensor:
     """[N] int64 pixels each Gaussian contributes to under vanilla's rules, on the settings' tiles."""
     camera = camera.to(gaussians.means.device)
-    proj = preprocess(gaussians, camera, intersect=settings.intersect)
+    proj = preprocess(gaussians, camera, intersect=settings.intersect, antialiased=settings.antialiased)
     tiles = tile_lists(proj, camera.width, camera.height)
     counts = torch.zeros(len(gaussians), dtype=torch.long, device=gaussians.means.device)
     *_, rounds = blend_forward(proj.means2d, proj.conics, proj.opacities, proj.colors, tiles,

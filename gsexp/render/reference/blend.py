@@ -102,7 +102,7 @@ class RoundEntries:
     pair: torch.Tensor    # [E] index into the sorted pair lists
     pixel: torch.Tensor   # [E] tile-pixel id = tile * 256 + y * 16 + x
     trans: torch.Tensor   # [E] transmittance before the entry
-    behind: torch.Tensor  # [E, 3] colour composited after the entry (the prefix until finished)
+    behind: torch.Tensor  # [E, C] colour composited after the entry (the prefix until finished)
 
 
 def _record_entries(rounds, live, alpha, t_after, trans, active, pair, pixel_id, tiles,
@@ -149,9 +149,9 @@ def _composite(alpha, keep, trans, done, active, pair, pixel_id, tiles, tile_sta
         t_before = torch.cat([trans[active, None, :], t_after[:, :-1]], 1)
         weight = torch.where(live, alpha * t_before, 0.0)
         flat = pair.reshape(-1)
-        row_colors = colors.index_select(0, tiles.gauss_ids.index_select(0, flat)).reshape(*pair.shape, 3)
+        row_colors = colors.index_select(0, tiles.gauss_ids.index_select(0, flat)).reshape(*pair.shape, -1)
         ids = pixel_id[active].reshape(-1)
-        rgb.index_add_(0, ids, torch.bmm(weight.transpose(1, 2).double(), row_colors).reshape(-1, 3))
+        rgb.index_add_(0, ids, torch.bmm(weight.transpose(1, 2).double(), row_colors).reshape(len(ids), -1))
         n_contrib.scatter_reduce_(0, ids, (live * _ranks(pair, tiles, tile_start)[..., None]).amax(1).reshape(-1),
                                   reduce="amax")
         trans[active] = torch.minimum(trans[active], torch.where(live, t_after, 1.0).amin(1))
@@ -163,9 +163,9 @@ def _composite_half(alpha, keep, trans, done, active, pair, pixel_id, tiles, til
     next_T = fp16(T (1 - alpha)); stop when it falls below T_MIN; C = fp16(C + c alpha T)."""
     ids = pixel_id[active].reshape(-1)
     num_a, num_r, num_p = alpha.shape
-    row_colors = colors.index_select(0, tiles.gauss_ids.index_select(0, pair.reshape(-1))).reshape(num_a, num_r, 3)
+    row_colors = colors.index_select(0, tiles.gauss_ids.index_select(0, pair.reshape(-1))).reshape(num_a, num_r, -1)
     row_colors = row_colors.to(alpha.dtype)
-    t, c = trans[active].clone(), rgb.index_select(0, ids).reshape(num_a, num_p, 3).to(alpha.dtype)
+    t, c = trans[active].clone(), rgb.index_select(0, ids).reshape(num_a, num_p, -1).to(alpha.dtype)
     stopped, rank = done[active].clone(), _ranks(pair, tiles, tile_start)
     last = torch.zeros(num_a, num_p, dtype=torch.long, device=alpha.device)
     for r in range(num_r):
@@ -176,7 +176,7 @@ def _composite_half(alpha, keep, trans, done, active, pair, pixel_id, tiles, til
         c = torch.where(live[..., None], _round_half(c + row_colors[:, r, None, :] * (a * t)[..., None]), c)
         t = torch.where(live, next_t, t)
         last = torch.where(live, rank[:, r, None], last)
-    rgb[ids] = c.reshape(-1, 3).to(rgb.dtype)
+    rgb[ids] = c.reshape(len(ids), -1).to(rgb.dtype)
     n_contrib.scatter_reduce_(0, ids, last.reshape(-1), reduce="amax")
     trans[active] = t
     done[active] = stopped
@@ -185,8 +185,8 @@ def _composite_half(alpha, keep, trans, done, active, pair, pixel_id, tiles, til
 @torch.no_grad()
 def blend_forward(means2d, conics, opacities, colors, tiles: TileLists, formula: Formula,
                   width: int, height: int, keep_entries: bool):
-    """Colour [T*256, 3] (float64, no background), final T [T*256], n_contrib [T*256] per
-    tile-pixel, and the rounds' entries when `keep_entries`."""
+    """Colour [T*256, C] (float64, no background; C: the colours' channels), final T [T*256],
+    n_contrib [T*256] per tile-pixel, and the rounds' entries when `keep_entries`."""
     device, dtype = means2d.device, means2d.dtype
     half_blend = getattr(formula, "half_blend", False)
     if half_blend and keep_entries:
@@ -207,7 +207,7 @@ def blend_forward(means2d, conics, opacities, colors, tiles: TileLists, formula:
 
     num_pixels = tiles.tiles_x * tiles.tiles_y * TILE_PIXELS
     trans = torch.ones(num_blocks, BLOCK * BLOCK, dtype=dtype, device=device)
-    rgb = torch.zeros(num_pixels, 3, dtype=torch.float64, device=device)
+    rgb = torch.zeros(num_pixels, colors.shape[1], dtype=torch.float64, device=device)
     n_contrib = torch.zeros(num_pixels, dtype=torch.long, device=device)
     colors = colors.double()
     tile_start = tiles.tile_ranges[:, 0].contiguous()
@@ -240,35 +240,44 @@ def blend_forward(means2d, conics, opacities, colors, tiles: TileLists, formula:
 
 
 class Blend(torch.autograd.Function):
-    """(means2d, conics, opacities, colors) -> per tile-pixel colour and final T."""
+    """(means2d, conics, opacities, colors) -> per tile-pixel colour and final T. absgrad: None,
+    or an [N,2] tensor the backward adds AbsGS's statistic to (module docstring of absgrad)."""
 
     @staticmethod
-    def forward(ctx, means2d, conics, opacities, colors, tiles, formula, width, height):
+    def forward(ctx, means2d, conics, opacities, colors, tiles, formula, width, height, absgrad=None):
         rgb, final_t, n_contrib, rounds = blend_forward(
             means2d, conics, opacities, colors, tiles, formula, width, height,
             keep_entries=any(ctx.needs_input_grad[:4]))
         ctx.save_for_backward(means2d, conics, opacities, colors, final_t)
-        ctx.rounds, ctx.tiles, ctx.formula = rounds, tiles, formula
+        ctx.rounds, ctx.tiles, ctx.formula, ctx.absgrad = rounds, tiles, formula, absgrad
         ctx.mark_non_differentiable(n_contrib)
         return rgb.to(colors.dtype), final_t, n_contrib
 
     @staticmethod
     def backward(ctx, grad_rgb, grad_t, _):
         if getattr(ctx.formula, "backward", "exact") != "exact":
-            return (*gemm_form_backward(ctx, grad_rgb, grad_t), None, None, None, None)
+            return (*gemm_form_backward(ctx, grad_rgb, grad_t), None, None, None, None, None)
         *inputs, final_t = ctx.saved_tensors
         leaves = [x.detach().requires_grad_() for x in inputs]
         means2d, conics, opacities, colors = leaves
         with torch.enable_grad():
             for e in ctx.rounds:
                 u, v = _tile_xy(e.pixel, means2d.dtype)
-                alpha, _ = ctx.formula(gather_rows(means2d, conics, opacities, ctx.tiles, e.pair), u, v)
-                color = colors.index_select(0, ctx.tiles.gauss_ids.index_select(0, e.pair))
+                rows = gather_rows(means2d, conics, opacities, ctx.tiles, e.pair)
+                if ctx.absgrad is not None:  # each entry's own d/d mean: one pixel's contribution
+                    rows.mx.retain_grad()
+                    rows.my.retain_grad()
+                alpha, _ = ctx.formula(rows, u, v)
+                gauss = ctx.tiles.gauss_ids.index_select(0, e.pair)
+                color = colors.index_select(0, gauss)
                 with torch.no_grad():
                     d_alpha, d_color = _pixel_grads(e, alpha, color, grad_rgb, grad_t, final_t)
                 torch.autograd.backward((alpha, color), (d_alpha, d_color))
+                if ctx.absgrad is not None:
+                    per_entry = torch.stack([rows.mx.grad, rows.my.grad], -1).abs()
+                    ctx.absgrad.index_add_(0, gauss, per_entry.to(ctx.absgrad.dtype))
         grads = [x.grad if x.grad is not None else torch.zeros_like(x) for x in leaves]
-        return (*grads, None, None, None, None)
+        return (*grads, None, None, None, None, None)
 
 
 def _pixel_grads(e, alpha, color, grad_rgb, grad_t, final_t):
@@ -301,10 +310,19 @@ def gemm_form_backward(ctx, grad_rgb, grad_t):
 
 
 def blend(proj, tiles: TileLists, formula: Formula, width: int, height: int,
-          background: torch.Tensor):
-    """Composite the sorted tile lists. Returns image [3,H,W], alpha [H,W], n_contrib [H,W]."""
-    rgb, final_t, n_contrib = Blend.apply(proj.means2d, proj.conics, proj.opacities, proj.colors,
-                                          tiles, formula, width, height)
+          background: torch.Tensor, depth: bool = False, absgrad: torch.Tensor | None = None):
+    """Composite the sorted tile lists. Returns image [3,H,W], alpha [H,W], n_contrib [H,W].
+    With depth: image [4,H,W], its last channel the accumulated depth sum_i w_i z_i (the
+    depths blended as a fourth colour over a background of 0). absgrad: an [N,2] tensor to
+    which the backward adds, per Gaussian, the sum over its pixels of |dL_pixel / d mean2d|
+    (AbsGS; exact backward only)."""
+    colors = proj.colors
+    if depth:
+        colors = torch.cat([colors, proj.depths[:, None].to(colors.dtype)], 1)
+        bg = background.to(colors.dtype)
+        background = torch.cat([bg, bg.new_zeros(1)])
+    rgb, final_t, n_contrib = Blend.apply(proj.means2d, proj.conics, proj.opacities, colors,
+                                          tiles, formula, width, height, absgrad)
     rgb = rgb + final_t[:, None] * background
 
     def to_image(x):  # [tiles * 256, C] -> [C, H, W]

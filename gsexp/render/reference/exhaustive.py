@@ -13,14 +13,15 @@ from gsexp.render.reference.preprocess import preprocess
 
 
 def exhaustive_render64(g, cam, background=(0.0, 0.0, 0.0), chunk: int = 256,
-                        depth_key: torch.Tensor | None = None):
+                        depth_key: torch.Tensor | None = None, antialiased: bool = False):
     """Chunks of Gaussians against every pixel, for scenes too large for a loop over single
     Gaussians (biker on a GPU). Returns (image [3,H,W], margin [H,W]): per pixel, how close
     (|log ratio|) any of its alphas came to 1/255 and its transmittance to 1e-4, where a
     rounding difference flips a decision. depth_key: the float32 depths a rasterizer sorted
-    by (its own rounding decides near-ties), default the reference's."""
+    by (its own rounding decides near-ties), default the reference's. antialiased: the
+    compensated opacity (rasterizer.antialiased)."""
     with torch.no_grad():
-        proj = preprocess(g.map(lambda t: t.detach().double()), cam)
+        proj = preprocess(g.map(lambda t: t.detach().double()), cam, antialiased=antialiased)
         a, b, c = proj.conics.unbind(-1)
         drawn = torch.nonzero((proj.depths > NEAR_PLANE) & (a * c - b * b > 0)).flatten()
         key = proj.depths.float() if depth_key is None else depth_key.to(proj.depths.device).float()

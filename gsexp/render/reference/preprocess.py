@@ -26,9 +26,12 @@ class Projected:
     pairs: tuple | None = None  # accutile: (gauss_ids, tile (x, y)), as duplicate returns them
 
 
-def preprocess(gaussians, camera, sh_degree: int | None = None, intersect: str = "aabb") -> Projected:
+def preprocess(gaussians, camera, sh_degree: int | None = None, intersect: str = "aabb",
+               antialiased: bool = False) -> Projected:
     """Everything per Gaussian that the blend needs, differentiable by autograd. `intersect`
-    picks the tiles (reference/intersect.py); aabb is vanilla's 3-sigma square."""
+    picks the tiles (reference/intersect.py); aabb is vanilla's 3-sigma square. antialiased:
+    Mip-Splatting's 2D filter, the opacity times aa_compensation (the tight modes' ellipses
+    then use that opacity)."""
     if intersect not in INTERSECTS:
         raise ValueError(f"render: intersect must be one of {INTERSECTS}, got {intersect!r}")
     w2c = camera.world_to_camera.to(gaussians.means)
@@ -57,6 +60,9 @@ def preprocess(gaussians, camera, sh_degree: int | None = None, intersect: str =
     valid = in_front & (det > 0)
     det_safe = torch.where(valid, det, torch.ones_like(det))
     conics = torch.stack([c / det_safe, -b / det_safe, a / det_safe], dim=-1)
+    opacities = gaussians.opacities
+    if antialiased:
+        opacities = opacities * aa_compensation(cov2d[:, 0, 0], b, cov2d[:, 1, 1], valid)
 
     means2d = torch.stack([
         camera.fx * p_view[:, 0] / z_safe + camera.cx - 0.5,
@@ -73,7 +79,7 @@ def preprocess(gaussians, camera, sh_degree: int | None = None, intersect: str =
             rect_min, rect_max = tile_rect(means2d, radius, camera.width, camera.height)
             valid = valid & ((rect_max - rect_min).prod(-1) > 0)
         else:
-            sxx, sxy, syy, level, ok = tight.ellipse(conics, gaussians.opacities)
+            sxx, sxy, syy, level, ok = tight.ellipse(conics, opacities)
             rect_min, rect_max, ok_rect = tight.snug_rect(means2d, sxx, syy, level, camera.width, camera.height)
             valid = valid & ok & ok_rect
             rect_max = torch.where(valid[:, None], rect_max, rect_min)  # culled: an empty box
@@ -87,8 +93,20 @@ def preprocess(gaussians, camera, sh_degree: int | None = None, intersect: str =
     cam_center = -rot.T @ trans
     dirs = torch.nn.functional.normalize(gaussians.means - cam_center, dim=-1)
     colors = eval_sh(gaussians.sh, dirs, degree)
-    return Projected(means2d, conics, gaussians.opacities, colors, z, radii, rect_min, rect_max,
+    return Projected(means2d, conics, opacities, colors, z, radii, rect_min, rect_max,
                      None if pairs is None else tuple(pairs))
+
+
+def aa_compensation(a0, b, c0, valid):
+    """sqrt(det S / det(S + COV2D_DILATION I)) for the undilated 2D covariance S = [[a0, b], [b, c0]]:
+    the dilated Gaussian keeps the mass of the undilated one (Mip-Splatting's 2D filter, gsplat's
+    rasterize_mode="antialiased"). 0 where det S <= 0; culled rows (not `valid`) get 1."""
+    det0 = a0 * c0 - b * b
+    det = (a0 + COV2D_DILATION) * (c0 + COV2D_DILATION) - b * b
+    ok = valid & (det0 > 0)
+    one = torch.ones_like(det0)
+    ratio = torch.where(ok, det0, one) / torch.where(ok, det, one)  # no 0/0 or sqrt'(0) in autograd
+    return torch.where(ok, ratio.sqrt(), torch.where(valid, 0 * one, one))
 
 
 def tile_rect(means2d: torch.Tensor, radius: torch.Tensor, width: int, height: int):
