@@ -73,6 +73,7 @@ def start(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], sweep: bool)
             record_failure(run_dir, err, overrides)
         else:  # nothing of a run that never started stays behind
             remove_if_only_hydra(run_dir)
+            keep_trained_config(run_dir)
         return fail(run_dir, err, sweep, started=False)
     try:
         with gpu_pool.claim(Path(hc.sweep.dir) / ".gpu_locks") if sweep else nullcontext() as gpu:
@@ -84,6 +85,17 @@ def start(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], sweep: bool)
     except Exception as err:  # the run is recorded as failed; nothing already written is touched
         record_failure(run_dir, err, overrides)
         return fail(run_dir, err, sweep, started=True)
+
+
+def keep_trained_config(run_dir: Path) -> None:
+    """Hydra rewrote .hydra/config.yaml with a command that was then refused (e.g. fewer
+    iterations than trained): put back the config the newest checkpoint was trained with, which
+    tools read to set the run up again (setup.resume_run)."""
+    from gsexp.train.checkpoint import latest_checkpoint, load_checkpoint
+
+    newest = latest_checkpoint(run_dir)
+    if newest is not None and (run_dir / ".hydra").is_dir():
+        OmegaConf.save(OmegaConf.create(load_checkpoint(newest)["config"]), run_dir / ".hydra" / "config.yaml")
 
 
 def already_trained(run_dir: Path, cfg: DictConfig, checkpoint) -> dict | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from gsexp.train import interrupt
 from gsexp.train.progress import Progress
@@ -34,6 +35,8 @@ def test_resume_auto_never_contradicts_the_finished_model(tmp_path):
     assert fewer.returncode == 2 and "Traceback" not in out, out
     assert "iterations=20 or more" in fewer.stderr and len(fewer.stderr.strip().splitlines()) == 1, fewer.stderr
     assert snapshot(tmp_path) == before  # no summary for 10 steps, no eval_render_000010.png, no checkpoint
+    config = OmegaConf.load(next(tmp_path.rglob(".hydra/config.yaml")))
+    assert config.iterations == 20  # as trained: tools set the run up again from it
 
     same = run_train([*TINY, "iterations=20", "eval_every=10", "resume=auto"], tmp_path)
     assert "already trained to 20 steps, nothing to do" in same.stdout
