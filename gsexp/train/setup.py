@@ -83,6 +83,7 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
               compression, strategy, strategy.initial_state())
     run.pairs = PairBudget(cfg.pair_capacity and settings.backend == "cuda")
     resume(run, run_dir, inputs.checkpoint)
+    inputs.checkpoint = inputs.initial = None  # on the device now: no second copy held through training
     return run
 
 
