@@ -2,13 +2,16 @@
 
 The recipe lives in gsexp/train/recipe.py; this file wires Hydra, validation, tracking and
 the failure policy: a failed job writes summary.json with status 'failed' and the error;
-inside a multirun the other jobs go on, a single run exits non-zero.
+inside a multirun the other jobs go on, a single run exits non-zero. Inputs (scene, PLY,
+checkpoint) are read before anything is written. Ctrl+C, SIGTERM or SIGUSR1 checkpoint the last
+finished step, write status 'interrupted' and print the command that continues the run.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -22,10 +25,13 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from gsexp import overrides
+from gsexp.atomic import atomic_write
 from gsexp.config import check_machine, force_rasterizer_switches, validate
 from gsexp.errors import ConfigError, InvalidCombination
 from gsexp.sweep import gpu_pool
 from gsexp.sweep.slurm import job_record as slurm_record
+from gsexp.train import interrupt
+from gsexp.train.interrupt import Interrupted
 from gsexp.track import make_logger, run_name_from_overrides, tags_from_choices
 from gsexp.track.local import LocalLogger
 
@@ -45,18 +51,35 @@ def main(cfg: DictConfig):
     run_dir = Path(hc.runtime.output_dir)
     overrides = list(hc.overrides.task)
     sweep = hc.mode == RunMode.MULTIRUN
+    with interrupt.handled():  # Ctrl+C, SIGTERM, SIGUSR1: checkpoint, record, say how to go on
+        try:
+            return start(cfg, hc, run_dir, overrides, sweep)
+        except Interrupted as stop:
+            stopped(run_dir, stop, overrides, sweep)
+
+
+def start(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], sweep: bool):
     try:
         cfg = validate(cfg, sweep)
         check_machine(cfg)
-    except ConfigError as err:
+        from gsexp.train.setup import load_inputs, resume_checkpoint  # heavy imports after the config is known good
+
+        checkpoint = resume_checkpoint(cfg, run_dir)
+        if (done := already_trained(run_dir, cfg, checkpoint)) is not None:
+            print(f"[gsexp] {run_dir}: already trained to {cfg.iterations} steps, nothing to do (summary.json "
+                  "holds its results); pass a larger iterations= with resume=auto to train on")
+            return done["psnr"]
+        inputs = load_inputs(cfg, checkpoint)  # the scene and PLY read, so checked, before anything is written
+    except Exception as err:
         if sweep:  # the sweep's table lists the job as invalid (or failed)
             record_failure(run_dir, err, overrides)
         else:  # nothing of a run that never started stays behind
             remove_if_only_hydra(run_dir)
+            keep_trained_config(run_dir)
         return fail(run_dir, err, sweep, started=False)
     try:
         with gpu_pool.claim(Path(hc.sweep.dir) / ".gpu_locks") if sweep else nullcontext() as gpu:
-            summary = run(cfg, hc, run_dir, overrides, gpu)
+            summary = run(cfg, hc, run_dir, overrides, gpu, inputs)
         print(f"[gsexp] {run_dir}: test PSNR {summary['psnr']:.2f} dB, SSIM {summary['ssim']:.4f}, "
               f"LPIPS {summary['lpips'] if summary['lpips'] is None else round(summary['lpips'], 4)}, "
               f"{summary['num_gaussians']} Gaussians, {summary['train_seconds']:.0f} s")
@@ -64,6 +87,63 @@ def main(cfg: DictConfig):
     except Exception as err:  # the run is recorded as failed; nothing already written is touched
         record_failure(run_dir, err, overrides)
         return fail(run_dir, err, sweep, started=True)
+
+
+def keep_trained_config(run_dir: Path) -> None:
+    """Hydra rewrote .hydra/config.yaml with a command that was then refused (e.g. fewer
+    iterations than trained): put back the config the newest checkpoint was trained with, which
+    tools read to set the run up again (setup.resume_run)."""
+    from gsexp.train.checkpoint import latest_checkpoint, load_checkpoint
+
+    newest = latest_checkpoint(run_dir)
+    if newest is not None and (run_dir / ".hydra").is_dir():
+        OmegaConf.save(OmegaConf.create(load_checkpoint(newest)["config"]), run_dir / ".hydra" / "config.yaml")
+
+
+def already_trained(run_dir: Path, cfg: DictConfig, checkpoint) -> dict | None:
+    """The summary of a finished run that resume would add nothing to: its newest checkpoint is
+    at `iterations` and its summary holds that model's results. Else None."""
+    if checkpoint is None or checkpoint[1]["step"] != cfg.iterations:
+        return None
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):  # killed before its summary: the evaluation is still to do
+        return None
+    return summary if summary.get("status") == "ok" and summary.get("iterations") == cfg.iterations else None
+
+
+def stopped(run_dir: Path, stop: Interrupted, overrides: list[str], sweep: bool):
+    """One line: where the run stopped and the command that continues it; exit 128 + the signal."""
+    again = continue_command(run_dir, overrides, sweep)
+    step = stop.state.get("step")
+    if step is None:
+        remove_if_only_hydra(run_dir)
+        text = f"[gsexp] {stop.name}: stopped before training started; start again with: {again}"
+    else:
+        where = f"at step {step}/{stop.state['iterations']}" + (", checkpointed" if step else "")
+        text = f"[gsexp] {stop.name}: stopped {where} ({run_dir}); continue with: {again}"
+        to_log_file(text)
+    print(text, file=sys.stderr)
+    raise SystemExit(stop.exit_code)  # in a multirun too: the user (or SLURM) stops the whole sweep
+
+
+def continue_command(run_dir: Path, overrides: list[str], sweep: bool) -> str:
+    """The command line that resumes this run: its overrides with resume=auto (a sweep's job:
+    and its folder, which a single run would not choose)."""
+    args = [o for o in overrides if not o.startswith("resume=")] + ["resume=auto"]
+    if sweep:
+        args.append(f"hydra.run.dir={run_dir}")
+    return shlex.join(["python", sys.argv[0], *args])
+
+
+def record_interrupt(run_dir: Path, logger, stop: Interrupted, overrides: list[str], sweep: bool) -> None:
+    """summary.json says where the run stands. It replaces an earlier attempt's results: the newest
+    checkpoint is past them, and the run's own results come when it finishes."""
+    values = {"status": "interrupted", "signal": stop.name, **stop.state, "error": None,
+              "overrides": overrides, "resume": continue_command(run_dir, overrides, sweep)}
+    with atomic_write(run_dir / "summary.json") as f:
+        f.write(json.dumps(values, indent=2).encode())
+    logger.summary(values)
 
 
 def is_user_error(err: Exception) -> bool:
@@ -106,15 +186,19 @@ def remove_if_only_hydra(run_dir: Path) -> None:
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | None) -> dict:
-    from gsexp.train.recipe import train  # heavy imports after the config is known good
+def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | None, inputs) -> dict:
+    from gsexp.train.recipe import train
 
     with make_logger(cfg.logger.kind, run_dir, project=cfg.logger.project, mode=cfg.logger.mode,
                      group=run_group(hc),
                      name=run_name_from_overrides(overrides), tags=tags_from_choices(dict(hc.runtime.choices)),
                      config=OmegaConf.to_container(cfg, resolve=True)) as logger:
         started = time.time()
-        summary = train(cfg, run_dir, logger, overrides)
+        try:
+            summary = train(cfg, run_dir, logger, overrides, inputs)
+        except Interrupted as stop:
+            record_interrupt(run_dir, logger, stop, overrides, hc.mode == RunMode.MULTIRUN)
+            raise
         if gpu is not None:  # the pool's device (CUDA_VISIBLE_DEVICES of this job), as nvidia-smi sees it
             summary.update(gpu=gpu, started=started, ended=time.time(), **gpu_pool.nvidia_smi_record(gpu))
         summary.update(slurm_record())

@@ -61,10 +61,12 @@ def test_rate_is_over_the_steps_since_the_last_line():
     assert [line.split(" | ")[0].split()[1] for line in lines] == ["1/1000", "11/1000", "22/1000", "42/1000"]
     # 11 -> 22: 9 steps at 0.5 s and 2 at 0.25 s; 22 -> 42: 20 steps at 0.25 s
     assert [line.split(" | ")[1] for line in lines] == ["2.0 it/s", "2.0 it/s", "2.2 it/s", "4.0 it/s"]
-    assert lines[-1] == "step 42/1000 (4.2%) | 4.0 it/s | ETA 04:00"  # 958 steps at 4 it/s
+    # The ETA's rate fades older lines over a 120 s window (the first line's interval left out):
+    # steps 10, 11, 20 over 5 s each, weights e^(-10/120), e^(-5/120), 1 -> 39.75 / 14.40 s = 2.76 it/s
+    assert lines[-1] == "step 42/1000 (4.2%) | 4.0 it/s | ETA 05:47"  # 958 steps at 2.76 it/s
     clock.t += 60
-    progress.update(52)  # 10 steps in a minute: seconds per step
-    assert out.getvalue().splitlines()[-1] == "step 52/1000 (5.2%) | 6.00 s/it | ETA 1:34:48"
+    progress.update(52)  # 10 steps in a minute: seconds per step; the ETA rate 34.11 / 68.73 s
+    assert out.getvalue().splitlines()[-1] == "step 52/1000 (5.2%) | 6.00 s/it | ETA 31:50"
 
 
 def test_no_values_yet_and_a_resumed_run():

@@ -51,21 +51,6 @@ def test_a_key_typo_prints_no_traceback_and_leaves_no_folder(tmp_path):
     assert not [p for p in tmp_path.rglob("*") if p != tmp_path / "runs"]
 
 
-def test_data_errors_after_the_start_keep_the_traceback_in_the_log(tmp_path):
-    scene = tmp_path / "scene"
-    scene.mkdir()
-    (scene / "transforms.json").write_text("{ not json")
-    args = ["data=transforms", f"data.path={scene}", "iterations=5", "logger=none", "eval_lpips=false",
-            "strategy=none", "model.num_random=300", "model.sh_degree=0"]
-    proc = run_train(args, tmp_path / "out", check=False)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 2 and "Traceback" not in out and "transforms.json" in out
-    log = next((tmp_path / "out").rglob("train.log")).read_text()
-    assert "Traceback" in log
-    (summary,) = summaries(tmp_path / "out").values()
-    assert summary["status"] == "failed"
-
-
 def test_an_existing_run_without_resume_is_a_user_error(tmp_path):
     run_train([*TINY, "iterations=5", "eval_every=0"], tmp_path)
     proc = run_train([*TINY, "iterations=5", "eval_every=0"], tmp_path, check=False)

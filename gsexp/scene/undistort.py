@@ -8,6 +8,8 @@ import json
 import logging
 import os
 import shutil
+import signal
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -29,7 +31,16 @@ def import_pycolmap():
     import zlib  # noqa: F401  (loads libz.so.1 first)
 
     import pycolmap
+    keep_python_sigterm()
     return pycolmap
+
+
+def keep_python_sigterm() -> None:
+    """pycolmap's import installs glog's SIGTERM handler (a native stack dump, then death) over
+    Python's; put Python's back (the default, or a clean stop train.py installed)."""
+    if threading.current_thread() is threading.main_thread():  # only there may handlers be set
+        handler = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if handler is None else handler)
 
 
 def camera_options(max_size: int | None = None):

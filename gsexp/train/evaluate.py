@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 from gsexp import metrics
 from gsexp.gaussians import Gaussians
 from gsexp.render import render
+from gsexp.train.progress import Progress
 
 
 def lpips_available(cfg: DictConfig) -> bool:
@@ -44,7 +45,9 @@ def evaluate(g: Gaussians, scene, settings, device, logger, step: int, *, lpips_
     bg = tuple(scene.background)
     settings = settings.replace(timing=True)
     per_view, render_ms, stages = [], [], {}
-    with torch.no_grad():
+    # Lines as training's ("eval view 12/25 ..."): a large test split takes minutes after 100 %
+    progress = Progress(len(scene.test_cameras), what="eval view", unit="view")
+    with torch.no_grad(), progress:
         for i, (cam, ref) in enumerate(zip(scene.test_cameras, scene.test_images)):
             start = synced_clock(device)
             out = render(g, cam, settings, background=bg)
@@ -65,6 +68,7 @@ def evaluate(g: Gaussians, scene, settings, device, logger, step: int, *, lpips_
                 save_comparison(renders_dir / f"test_{i:03d}_compare.png", ref, img)
             if i == 0:
                 logger.log_image(f"{prefix}/render", img, step)
+            progress.update(i + 1)
     mean = {k: (sum(r[k] for r in per_view) / len(per_view) if per_view and per_view[0][k] is not None else None)
             for k in ("psnr", "ssim", "lpips")}
     latency = {"render_ms": statistics.median(render_ms) if render_ms else None,

@@ -11,11 +11,16 @@ to <run dir>/train.log. Under Hydra that logger's console handler already writes
 then the line is not written to the stream a second time.
 
 update() takes Python numbers the caller already holds (it reads the loss only on log steps):
-no tensor, so no GPU sync. it/s is over the steps since the previous line; the ETA follows from it.
+no tensor, so no GPU sync. it/s is over the steps since the previous line. The ETA is smoothed:
+its rate counts the steps and seconds of the last two minutes or so (older lines fade exponentially),
+so one slow interval on a busy machine barely moves it, while a lasting change shows within a
+few minutes; the first interval (one-off start costs: CUDA context, kernel loads) is left out.
+The evaluation's progress uses the same lines: what="eval view", unit="view".
 """
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import time
 from typing import Callable, TextIO
@@ -62,8 +67,11 @@ class Progress:
     steps done (run.start + 1 after the first one); close() at the end."""
 
     def __init__(self, total: int, start: int = 0, every_seconds: float = 5.0, stream: TextIO | None = None,
-                 log: logging.Logger | None = None, clock: Callable[[], float] = time.monotonic):
+                 log: logging.Logger | None = None, clock: Callable[[], float] = time.monotonic,
+                 what: str = "step", unit: str = "it", window: float = 120.0):
         self.total, self.start, self.every_seconds = int(total), int(start), float(every_seconds)
+        self.what, self.unit, self.window = what, unit, float(window)
+        self.recent_steps = self.recent_seconds = 0.0  # the ETA's rate: sums fading over `window` seconds
         self.stream = sys.stdout if stream is None else stream
         self.log = logging.getLogger(LOGGER) if log is None else log
         self.clock = clock
@@ -73,7 +81,8 @@ class Progress:
         self.num_gaussians: int | None = None
         self.bar = None
         if is_tty(self.stream):
-            self.bar = tqdm(total=self.total, initial=self.start, file=self.stream, dynamic_ncols=True)
+            self.bar = tqdm(total=self.total, initial=self.start, file=self.stream, dynamic_ncols=True, unit=unit,
+                            desc=None if what == "step" else what, leave=what == "step")
         self.last_step, self.last_time = self.start, clock()
         self.lines = 0
 
@@ -107,17 +116,15 @@ class Progress:
             out["G"] = self.num_gaussians
         return out
 
-    def line(self, now: float) -> str:
-        steps, seconds = self.step - self.last_step, now - self.last_time
-        rate = steps / seconds if steps > 0 and seconds > 0 else None
+    def line(self, rate: float | None, eta_rate: float | None) -> str:
         remaining = max(self.total - self.step, 0)
         if rate is None:
-            speed, eta = "? it/s", "?" if remaining else format_duration(0)
+            speed = f"? {self.unit}/s"
         else:
-            speed = f"{rate:.1f} it/s" if rate >= 1 else f"{1 / rate:.2f} s/it"
-            eta = format_duration(remaining / rate)
+            speed = f"{rate:.1f} {self.unit}/s" if rate >= 1 else f"{1 / rate:.2f} s/{self.unit}"
+        eta = format_duration(remaining / eta_rate) if eta_rate else "?" if remaining else format_duration(0)
         percent = 100.0 * self.step / self.total if self.total else 100.0
-        fields = [f"step {self.step}/{self.total} ({percent:.1f}%)", speed, f"ETA {eta}"]
+        fields = [f"{self.what} {self.step}/{self.total} ({percent:.1f}%)", speed, f"ETA {eta}"]
         if self.loss is not None:
             fields.append(f"loss {self.loss:.4f}")
         if self.psnr is not None:
@@ -127,7 +134,14 @@ class Progress:
         return " | ".join(fields)
 
     def emit(self, now: float) -> None:
-        text = self.line(now)
+        steps, seconds = self.step - self.last_step, now - self.last_time
+        rate = steps / seconds if steps > 0 and seconds > 0 else None
+        if self.lines and seconds > 0:  # not the first interval: it holds the one-off start
+            fade = math.exp(-seconds / self.window)
+            self.recent_steps = self.recent_steps * fade + steps
+            self.recent_seconds = self.recent_seconds * fade + seconds
+        smoothed = self.recent_steps / self.recent_seconds if self.recent_steps > 0 else None
+        text = self.line(rate, smoothed or rate)
         if not logger_writes_to(self.log, self.stream):
             self.stream.write(text + "\n")
             self.stream.flush()

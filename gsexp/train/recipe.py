@@ -19,43 +19,66 @@ from gsexp.gaussians import make_params, save_ply, to_gaussians
 from gsexp.render import render
 from gsexp.train.checkpoint import save_checkpoint
 from gsexp.train.evaluate import evaluate, lpips_available, peak_memory_mb
+from gsexp.train.interrupt import Interrupted, deferred
 from gsexp.train.optim import fused_adam_step, zero_grads
 from gsexp.train.params import means_lr
 from gsexp.train.phases import PhaseTimer
 from gsexp.train.progress import Progress
-from gsexp.train.setup import Run, payload, setup
+from gsexp.train.setup import Inputs, Run, payload, setup
 from gsexp.view.live import live_viewer
 
 
-def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str]) -> dict:
+def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: Inputs | None = None) -> dict:
     """Train as `cfg` says, writing checkpoints, renders, point_cloud.ply into run_dir.
-    Returns the summary (also written to summary.json by the caller's logger)."""
-    run = setup(cfg, run_dir)
+    Returns the summary (also written to summary.json by the caller's logger). inputs: what
+    load_inputs read (else it is read here). Stopped by a signal (interrupt.py), it checkpoints
+    the last finished step and raises Interrupted with where the run stands."""
+    run = setup(cfg, run_dir, inputs)
     if run.start:
         logger.rewind(run.start)  # what a killed attempt logged after its checkpoint
     (run_dir / "renders").mkdir(parents=True, exist_ok=True)
     lpips_net = cfg.lpips_net if lpips_available(cfg) else None
     viewer, logger = live_viewer(cfg, run.scene, logger, lambda: gaussians(run))  # viewer.enabled: serve it live
     started = time.perf_counter()
+
+    def seconds():  # training time of every attempt
+        return run.elapsed + time.perf_counter() - started
+
+    saved = done = run.start  # the newest checkpoint's step, the steps finished
     progress = Progress(cfg.iterations, run.start)  # a bar on a terminal, else plain lines (and train.log)
     timer = PhaseTimer(run.device)
-    for step in range(run.start, cfg.iterations):
-        progress.update(step + 1, **loop_step(run, step, timer, logger, viewer))
-        done = step + 1
-        if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.iterations:
-            evaluate(gaussians(run), run.scene, run.settings, run.device, logger, done, lpips_net=lpips_net)
-        if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.iterations:
-            save_checkpoint(run_dir, done, payload(run, done, run.elapsed + time.perf_counter() - started))
-    progress.close()
-    viewer.close()
-    train_seconds = run.elapsed + time.perf_counter() - started  # every attempt's
+    try:
+        for step in range(run.start, cfg.iterations):
+            with deferred():  # a signal waits for the step to finish
+                progress.update(step + 1, **loop_step(run, step, timer, logger, viewer))
+                done = step + 1
+            if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.iterations:
+                evaluate(gaussians(run), run.scene, run.settings, run.device, logger, done, lpips_net=lpips_net)
+            if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.iterations:
+                save_checkpoint(run_dir, done, payload(run, done, seconds()))
+                saved = done
+        progress.close()
+        viewer.close()
+        train_seconds = seconds()
+        save_checkpoint(run_dir, done, payload(run, done, train_seconds))
+        saved = done  # what follows (compression, evaluation) changes no checkpoint
+        finished = finish(run, run_dir, logger, lpips_net)
+    except Interrupted as stop:
+        progress.close()
+        viewer.close()
+        if done > saved and not stop.mid_step:
+            save_checkpoint(run_dir, done, payload(run, done, seconds()))
+            saved = done
+        stop.state = {"step": saved, "iterations": cfg.iterations, "train_seconds": seconds(),
+                      "attempts": run.attempts}
+        raise
     if run.device.type == "cuda":
         torch.cuda.synchronize(run.device)
     timer.read()
     trained = {"device": run.device.type if run.device.type == "cpu" else torch.cuda.get_device_name(run.device),
                "train_seconds": train_seconds, "phase_ms": timer.medians(), "peak_memory_mb": peak_memory_mb(run.device),
                "pair_overflows": run.pairs.settled_overflows()}
-    return {**finish(run, run_dir, logger, lpips_net, train_seconds), **trained, "attempts": run.attempts, "error": None,
+    return {**finished, **trained, "attempts": run.attempts, "error": None,
             "overrides": list(overrides), "status": "ok"}
 
 
@@ -142,10 +165,9 @@ def log_step(run: Run, logger, step: int, out, loss, target, step_seconds: float
     return {"loss": loss.item(), "psnr": train_psnr, "num_gaussians": n}
 
 
-def finish(run: Run, run_dir: Path, logger, lpips_net, train_seconds: float) -> dict:
-    """Final checkpoint, compression, evaluation and PLY; the summary's results."""
+def finish(run: Run, run_dir: Path, logger, lpips_net) -> dict:
+    """Compression, evaluation and PLY after the final checkpoint; the summary's results."""
     cfg, iterations = run.cfg, run.cfg.iterations
-    save_checkpoint(run_dir, iterations, payload(run, iterations, train_seconds))
     arrays = run.compression.finalize(run.params, run.scene.train_cameras, cfg.model.sh_degree, run.state)
     uncompressed = None
     if arrays is not None:  # evaluate and export what the compressed file holds

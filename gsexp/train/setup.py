@@ -46,12 +46,32 @@ class Run:
     attempts: int = 1
 
 
-def setup(cfg: DictConfig, run_dir: Path) -> Run:
+@dataclass
+class Inputs:
+    """What a run reads from the user's files: loaded, and so checked, before the run folder
+    gets anything or a logger starts (a bad file leaves nothing behind)."""
+    scene: object
+    initial: Gaussians  # the model before training (replaced by the checkpoint's when resuming)
+    checkpoint: tuple | None  # (path, its contents) to resume from: resume_checkpoint's
+    rng: dict  # the RNG state after loading: what a logger's start does in between does not count
+
+
+def load_inputs(cfg: DictConfig, checkpoint: tuple | None) -> Inputs:
+    """The PLY to start from, then the scene: a bad PLY fails in a second, not after a large
+    scene's minute of loading."""
+    seed_everything(cfg.seed)
+    ply = load_ply(cfg.model.ply) if cfg.model.init == "ply" else None
+    scene = load_data(cfg)
+    return Inputs(scene, initial_gaussians(cfg, scene, ply), checkpoint, rng_state())
+
+
+def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     settings = rasterizer_settings(cfg)
     device = pick_device(cfg.device, settings)
-    seed_everything(cfg.seed)
-    scene = load_data(cfg)
-    params = {k: torch.nn.Parameter(v.to(device)) for k, v in make_params(initial_gaussians(cfg, scene)).items()}
+    inputs = inputs or load_inputs(cfg, resume_checkpoint(cfg, run_dir))
+    set_rng_state(inputs.rng)
+    scene = inputs.scene
+    params = {k: torch.nn.Parameter(v.to(device)) for k, v in make_params(inputs.initial).items()}
     optimizers = make_optimizers(params, scene.extent)
     compression = make_compression(cfg.compress.name, **OmegaConf.to_container(cfg.compress.options, resolve=True)
                                    ).scaled(cfg.iterations)
@@ -62,7 +82,8 @@ def setup(cfg: DictConfig, run_dir: Path) -> Run:
     run = Run(cfg, settings, device, scene, [im.to(device) for im in scene.train_images], params, optimizers,
               compression, strategy, strategy.initial_state())
     run.pairs = PairBudget(cfg.pair_capacity and settings.backend == "cuda")
-    resume(run, run_dir)
+    resume(run, run_dir, inputs.checkpoint)
+    inputs.checkpoint = inputs.initial = None  # on the device now: no second copy held through training
     return run
 
 
@@ -108,10 +129,10 @@ def load_data(cfg: DictConfig):
     return load_scene(d.kind, d.path, **options)
 
 
-def initial_gaussians(cfg: DictConfig, scene) -> Gaussians:
+def initial_gaussians(cfg: DictConfig, scene, ply: Gaussians | None = None) -> Gaussians:
     m = cfg.model
-    if m.init == "ply":  # fine-tuning: any INRIA or compressed PLY, at the run's SH degree
-        return load_ply(m.ply).with_sh_degree(m.sh_degree)
+    if m.init == "ply":  # fine-tuning: any INRIA or compressed PLY (`ply`), at the run's SH degree
+        return ply.with_sh_degree(m.sh_degree)
     use_points = scene.points is not None and len(scene.points) > 0 and m.init != "random"
     if m.init == "points" and not use_points:
         raise ValueError("config key 'model.init': 'points' but the scene has no SfM points; use init=random")
@@ -125,18 +146,32 @@ def initial_gaussians(cfg: DictConfig, scene) -> Gaussians:
                             opacity=m.init_opacity, generator=gen)
 
 
-def resume(run: Run, run_dir: Path) -> None:
-    """Continue from `cfg.resume` (auto: the run's newest checkpoint, if any), and say which."""
-    checkpoint = resolve_resume(run.cfg.resume, run_dir)
+def resume(run: Run, run_dir: Path, checkpoint: tuple | None) -> None:
+    """Continue from `checkpoint` (resume_checkpoint's), and say which; or say it starts fresh."""
     if checkpoint is not None:
-        ckpt = restore(checkpoint, run)
+        path, ckpt = checkpoint
+        restore(ckpt, run)
         run.elapsed, run.attempts = float(ckpt.get("train_seconds", 0.0)), int(ckpt.get("attempts", 1)) + 1
-        log.info(f"resumed from step {run.start} ({checkpoint}), attempt {run.attempts}")
-    elif latest_checkpoint(run_dir) is not None:
-        raise ValueError(f"{run_dir} already holds checkpoints of an earlier run; pass resume=auto to "
-                         "continue it (iterations=<more> extends a finished run), or name a new run (name=...)")
+        log.info(f"resumed from step {run.start} ({path}), attempt {run.attempts}")
     else:
         log.info(f"starting fresh in {run_dir}" + (" (resume=auto: no checkpoint yet)" if run.cfg.resume else ""))
+
+
+def resume_checkpoint(cfg: DictConfig, run_dir: Path) -> tuple | None:
+    """(path, contents) of the checkpoint `cfg.resume` names (auto: the run's newest, if any),
+    refused when it holds more steps than `iterations` (the summary would contradict the model)."""
+    path = resolve_resume(cfg.resume, run_dir)
+    if path is None:
+        if latest_checkpoint(run_dir) is not None:
+            raise ValueError(f"{run_dir} already holds checkpoints of an earlier run; pass resume=auto to "
+                             "continue it (iterations=<more> extends a finished run), or name a new run (name=...)")
+        return None
+    ckpt = load_checkpoint(path)
+    if ckpt["step"] > cfg.iterations:
+        raise ValueError(f"config key 'iterations': {cfg.iterations} is fewer than the {ckpt['step']} steps "
+                         f"{path} holds; pass iterations={ckpt['step']} or more to resume it, or name a new "
+                         "run (name=...)")
+    return path, ckpt
 
 
 def resolve_resume(resume, run_dir: Path):
@@ -150,8 +185,7 @@ def resolve_resume(resume, run_dir: Path):
     return path
 
 
-def restore(path: Path, run: Run) -> dict:
-    ckpt = load_checkpoint(path)
+def restore(ckpt: dict, run: Run) -> None:
     for name, value in ckpt["params"].items():
         run.params[name] = torch.nn.Parameter(value.to(run.device))
         run.optimizers[name].param_groups[0]["params"] = [run.params[name]]
@@ -160,7 +194,6 @@ def restore(path: Path, run: Run) -> dict:
     set_rng_state(ckpt["rng"])
     run.state = {k: (v.to(run.device) if torch.is_tensor(v) else v) for k, v in ckpt["strategy"].items()}
     run.start, run.order = ckpt["step"], ckpt["order"].tolist()
-    return ckpt
 
 
 def payload(run: Run, step: int, train_seconds: float) -> dict:
