@@ -55,7 +55,12 @@ def main(cfg: DictConfig):
         try:
             return start(cfg, hc, run_dir, overrides, sweep)
         except Interrupted as stop:
-            stopped(run_dir, stop, overrides, sweep)
+            print(stop_line(run_dir, stop, overrides, sweep), file=sys.stderr)
+            if sweep and "SUBMITIT_FOLDER" in os.environ:
+                # a job in a process of its own (SLURM, submitit_local): the job stops, its sweep goes
+                # on, and the launcher learns of its end only from a returned result
+                return read_summary(run_dir) or {"status": "interrupted", "signal": stop.name}
+            raise SystemExit(stop.exit_code)  # in a local multirun too: the user stops the whole sweep
 
 
 def start(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], sweep: bool):
@@ -105,15 +110,12 @@ def already_trained(run_dir: Path, cfg: DictConfig, checkpoint) -> dict | None:
     at `iterations` and its summary holds that model's results. Else None."""
     if checkpoint is None or checkpoint[1]["step"] != cfg.iterations:
         return None
-    try:
-        summary = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):  # killed before its summary: the evaluation is still to do
-        return None
+    summary = read_summary(run_dir) or {}  # none: killed before its summary, the evaluation is still to do
     return summary if summary.get("status") == "ok" and summary.get("iterations") == cfg.iterations else None
 
 
-def stopped(run_dir: Path, stop: Interrupted, overrides: list[str], sweep: bool):
-    """One line: where the run stopped and the command that continues it; exit 128 + the signal."""
+def stop_line(run_dir: Path, stop: Interrupted, overrides: list[str], sweep: bool) -> str:
+    """One line: where the run stopped and the command that continues it (also in the run's log)."""
     again = continue_command(run_dir, overrides, sweep)
     step = stop.state.get("step")
     if step is None:
@@ -123,8 +125,14 @@ def stopped(run_dir: Path, stop: Interrupted, overrides: list[str], sweep: bool)
         where = f"at step {step}/{stop.state['iterations']}" + (", checkpointed" if step else "")
         text = f"[gsexp] {stop.name}: stopped {where} ({run_dir}); continue with: {again}"
         to_log_file(text)
-    print(text, file=sys.stderr)
-    raise SystemExit(stop.exit_code)  # in a multirun too: the user (or SLURM) stops the whole sweep
+    return text
+
+
+def read_summary(run_dir: Path) -> dict | None:
+    try:
+        return json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def continue_command(run_dir: Path, overrides: list[str], sweep: bool) -> str:

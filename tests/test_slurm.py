@@ -80,12 +80,11 @@ def test_sweep_on_slurm(slurm, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="needs the trainer's SIGTERM handling (issue 37 item 4)")
 def test_scancel_interrupts_and_resume_continues(slurm, tmp_path):
     """A job cancelled with scancel mid-run checkpoints and reports status 'interrupted'; the same
-    sweep submitted again (same sweep dir) with resume=auto continues from that checkpoint. The
-    first launcher is stopped by hand once the job is gone: without accounting (sacct) submitit
-    cannot learn that a job that wrote no result has ended."""
+    sweep submitted again (same sweep dir) with resume=auto continues from that checkpoint. The job
+    returns its summary as its result, so the first launcher ends and lists it (without accounting,
+    submitit cannot learn that a job that wrote no result has ended)."""
     sweep = tmp_path / "sweep"
     args = ["-m", *slurm_launcher(slurm), *TINY, "iterations=150", "checkpoint_every=20", "seed=0",
             f"hydra.sweep.dir={sweep}"]
@@ -97,7 +96,8 @@ def test_scancel_interrupts_and_resume_continues(slurm, tmp_path):
         (job_id,) = slurm.run("squeue", "-h", "-o", "%i").split()
         slurm.run("scancel", job_id)
         assert slurm.wait_for_empty_queue(60)
-        slurm_cluster.wait_until(lambda: launcher.poll() is not None, 10)
+        # the job returns its interrupted summary, so submitit has a result and the sweep ends
+        assert slurm_cluster.wait_until(lambda: launcher.poll() is not None, 60), "the launcher kept waiting"
     finally:
         if launcher.poll() is None:
             launcher.kill()
@@ -106,6 +106,7 @@ def test_scancel_interrupts_and_resume_continues(slurm, tmp_path):
     path = run / "summary.json"
     assert path.exists(), "the cancelled job wrote no summary.json: nothing caught SLURM's SIGTERM (submitit ignores it)"
     assert json.loads(path.read_text())["status"] == "interrupted"
+    assert launcher.returncode == 0 and "| interrupted |" in (sweep / "results.md").read_text()
     run_train([*args, "resume=auto"], tmp_path)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["attempts"] == 2 and summary["iterations"] == 150
