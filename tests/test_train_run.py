@@ -76,6 +76,7 @@ def test_single_run_writes_the_run_dir(tmp_path):
                 "stage_ms", "overrides", "status"):
         assert key in summary, key
     assert summary["status"] == "ok" and summary["iterations"] == 20 and summary["psnr"] > 5
+    assert summary["eval_views"] == len(summary["per_view"]) == 1  # 8 views, every 8th is a test view
     assert set(summary["stage_ms"]) == {"preprocess", "duplicate", "sort", "ranges", "blend"}  # as CUDA
     assert (run_dir / "point_cloud.ply").is_file() and (run_dir / "metrics.jsonl").is_file()
     assert sorted(p.name for p in (run_dir / "checkpoints").glob("*.pt")) == ["step_000010.pt", "step_000020.pt"]
