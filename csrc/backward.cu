@@ -53,19 +53,21 @@ __device__ inline Slot grad_slot(const BlendBackwardArgs& args, int k) {
   return {args.grad_colors + (k - 6), 3};
 }
 
-// ABS: also add each pixel's |d/d means2d| to args.grad_means2d_abs (absgrad; a template
-// argument, so the kernel without it is the one it always was).
-template <int PROBE, bool ABS>
+// ABS: also add each pixel's |d/d means2d| to args.grad_means2d_abs (absgrad); DEPTH: the depth
+// channel too, its dL/dz summed into args.grad_depths. Template arguments, so the kernel
+// without them is the one it always was.
+template <int PROBE, bool ABS, bool DEPTH>
 __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackwardArgs args) {
-  __shared__ Batch s;
+  constexpr int NC = BLEND_CHANNELS<DEPTH>;
+  __shared__ Batch<NC> s;
   __shared__ int s_max_last;
 
   const TilePixel tp = tile_pixel(args.ranges, args.tile_order, args.tiles_x, args.width, args.height);
   const float fx = (float)tp.x, fy = (float)tp.y;
   const int2 range = tp.range;
-  const PixelGrad p = pixel_grad(args, tp.inside, tp.y * args.width + tp.x);
+  const PixelGrad<NC> p = pixel_grad<NC>(args, tp.inside, tp.y * args.width + tp.x);
   const int end = range.x + block_max_last(p.last, s_max_last);
-  Walk w{p.T_final};
+  Walk<NC> w{p.T_final};
   const int lane = threadIdx.x % 32;
   const Slot slot = grad_slot(args, lane >> 2);
   float kept = 0.f;  // PROBE_WALK: the pair values, summed per thread
@@ -78,11 +80,13 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
     for (int j = 0; j < count; ++j) {
       const int position = top - j - range.x;  // 1-based
       float g[NUM_GRADS] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      float g_z = 0.f;  // DEPTH: dL/dz
       Entry e;
       const bool contributes = position <= p.last && unblend(w, p, s, j, fx, fy, e);
       if (contributes) {
         const float weight = e.alpha * w.T;
         for (int ch = 0; ch < 3; ++ch) g[6 + ch] = weight * p.dC[ch];
+        if constexpr (DEPTH) g_z = weight * p.dC[3];
         if (e.raw <= ALPHA_MAX) {  // the 0.99 clamp passes no gradient to o or power
           const float4 co = s.co[j];
           float d_power = e.d_alpha * e.raw;
@@ -107,6 +111,10 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
           atomicAdd(&args.grad_means2d_abs[2 * id + 1], abs_y);
         }
       }
+      if constexpr (DEPTH) {  // lane 1: free of the other atomics
+        const float z = warp_sum(g_z);
+        if (lane == 1) grad_add<PROBE>(&args.grad_depths[id], z, kept);
+      }
       const float blue = warp_sum(g[8]);
       const float sum = warp_sum8(reinterpret_cast<float(&)[8]>(g), lane);
       if ((lane & 3) == 0) grad_add<PROBE>(slot.base + slot.stride * id, sum, kept);
@@ -121,12 +129,18 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
 void launch_blend_backward(const BlendBackwardArgs& args, int probe, cudaStream_t stream) {
   int tiles = args.tiles_x * args.tiles_y;
   if (tiles == 0) return;
+  // The probes time the kernel without depth (their gradients are wrong anyway).
+  const bool abs = args.grad_means2d_abs, depth = args.grad_depths;
   if (probe == PROBE_WALK)
-    blend_backward_kernel<PROBE_WALK, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+    blend_backward_kernel<PROBE_WALK, false, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
   else if (probe == PROBE_NO_ATOMICS)
-    blend_backward_kernel<PROBE_NO_ATOMICS, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
-  else if (args.grad_means2d_abs)
-    blend_backward_kernel<PROBE_NONE, true><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+    blend_backward_kernel<PROBE_NO_ATOMICS, false, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else if (abs && depth)
+    blend_backward_kernel<PROBE_NONE, true, true><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else if (abs)
+    blend_backward_kernel<PROBE_NONE, true, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else if (depth)
+    blend_backward_kernel<PROBE_NONE, false, true><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
   else
-    blend_backward_kernel<PROBE_NONE, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+    blend_backward_kernel<PROBE_NONE, false, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
 }

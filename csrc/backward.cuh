@@ -1,23 +1,28 @@
 // What the two blend backwards (backward.cu: exact, backward_gemm.cu: sums on tensor cores)
 // share: a pixel's incoming gradient, the block's batches of its tile list, and the walk back to
 // front that recovers each entry's transmittance as T / (1 - alpha) (Kerbl et al. 2023).
+// NC: the channels composited, 3, or 4 with depth (z a fourth colour over a background of 0,
+// its gradient dL/d(sum w z) a fourth dL/dC; blend.h BLEND_CHANNELS).
 #pragma once
 
+#include "blend.h"
 #include "common.cuh"
 #include "config.h"
 #include "kernels.h"
 
 // A pixel's part of the backward: dL/dC, dL/d(final T) (the background's share less the alpha
 // output's), and what it walks back from. Pixels outside the image walk nothing.
+template <int NC>
 struct PixelGrad {
-  float dC[3] = {0.f, 0.f, 0.f};
+  float dC[NC] = {};
   float dT_final = 0.f;
   float T_final = 1.f;
   int last = 0;  // 1-based list position of its last contributor
 };
 
-__device__ inline PixelGrad pixel_grad(const BlendBackwardArgs& args, bool inside, int pix) {
-  PixelGrad p;
+template <int NC>
+__device__ inline PixelGrad<NC> pixel_grad(const BlendBackwardArgs& args, bool inside, int pix) {
+  PixelGrad<NC> p;
   if (!inside) return p;
   const int hw = args.height * args.width;
   p.T_final = args.final_T[pix];
@@ -27,6 +32,7 @@ __device__ inline PixelGrad pixel_grad(const BlendBackwardArgs& args, bool insid
     p.dT_final += p.dC[ch] * args.background[ch];
   }
   p.dT_final -= args.grad_alpha[pix];
+  if constexpr (NC == 4) p.dC[3] = args.grad_depth[pix];  // its background is 0: no dT_final term
   return p;
 }
 
@@ -40,15 +46,17 @@ __device__ inline int block_max_last(int last, int& s_max_last) {
 }
 
 // One batch of the tile's list in shared memory, back to front: entry j is list index top-1-j.
+template <int NC>
 struct Batch {
   int id[BLOCK_PIXELS];
   float2 xy[BLOCK_PIXELS];
   float4 co[BLOCK_PIXELS];
-  float rgb[BLOCK_PIXELS][3];
+  float rgb[BLOCK_PIXELS][NC];
 };
 
 // Loads the batch ending at `top` (one entry per thread); the caller syncs around it.
-__device__ inline void load_batch(Batch& b, const BlendBackwardArgs& args, int top, int start) {
+template <int NC>
+__device__ inline void load_batch(Batch<NC>& b, const BlendBackwardArgs& args, int top, int start) {
   const int k = top - 1 - (int)threadIdx.x;
   if (k < start) return;
   const int id = args.point_list[k];
@@ -56,14 +64,16 @@ __device__ inline void load_batch(Batch& b, const BlendBackwardArgs& args, int t
   b.xy[threadIdx.x] = reinterpret_cast<const float2*>(args.means2d)[id];
   b.co[threadIdx.x] = reinterpret_cast<const float4*>(args.conic_opacity)[id];
   for (int ch = 0; ch < 3; ++ch) b.rgb[threadIdx.x][ch] = args.colors[3 * id + ch];
+  if constexpr (NC == 4) b.rgb[threadIdx.x][3] = args.depths[id];
 }
 
 // A pixel's walk back to front: T before the entry last un-blended, and the colour behind it.
+template <int NC>
 struct Walk {
   float T;
-  float accum[3] = {0.f, 0.f, 0.f};
+  float accum[NC] = {};
   float last_alpha = 0.f;
-  float last_rgb[3] = {0.f, 0.f, 0.f};
+  float last_rgb[NC] = {};
 };
 
 // One entry as the pixel at (fx, fy) saw it, when it contributed.
@@ -76,7 +86,9 @@ struct Entry {
 
 // Un-blends entry j of the batch: false if it did not contribute (the walk is unchanged), else
 // fills e and steps the walk to the transmittance before it.
-__device__ inline bool unblend(Walk& w, const PixelGrad& p, const Batch& b, int j, float fx, float fy, Entry& e) {
+template <int NC>
+__device__ inline bool unblend(Walk<NC>& w, const PixelGrad<NC>& p, const Batch<NC>& b, int j, float fx, float fy,
+                               Entry& e) {
   e.dx = b.xy[j].x - fx;
   e.dy = b.xy[j].y - fy;
   const float4 co = b.co[j];
@@ -87,7 +99,7 @@ __device__ inline bool unblend(Walk& w, const PixelGrad& p, const Batch& b, int 
   if (power > 0.f || e.alpha < ALPHA_MIN) return false;
   w.T = w.T / (1.f - e.alpha);
   float d_alpha = 0.f;
-  for (int ch = 0; ch < 3; ++ch) {
+  for (int ch = 0; ch < NC; ++ch) {
     w.accum[ch] = w.last_alpha * w.last_rgb[ch] + (1.f - w.last_alpha) * w.accum[ch];
     d_alpha += (b.rgb[j][ch] - w.accum[ch]) * p.dC[ch];
     w.last_rgb[ch] = b.rgb[j][ch];

@@ -8,7 +8,8 @@
 // (reference/gemm_backward.py mirrors it). u_p is exact in tf32 (multiples of 1/4 up to 56.25).
 // SPLIT: dL/dpower enters as two tf32 terms (hi + lo), so the sums are as exact as fp32's;
 // otherwise it is rounded once (cvt.rn). The colour sums are always split (dC too, as the
-// hi and lo columns of B), so only dL/dpower ever carries the tf32 rounding.
+// hi and lo columns of B), so only dL/dpower ever carries the tf32 rounding. DEPTH: z is a
+// fourth colour (backward.cuh), its hi and lo dL/d(sum w z) filling B's two spare columns.
 #include <cstdint>
 
 #include "backward.cuh"
@@ -59,9 +60,10 @@ __device__ inline float u_entry(int col, float pu, float pv) {
   }
 }
 
-template <bool SPLIT, int PROBE>
+template <bool SPLIT, int PROBE, bool DEPTH>
 __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(BlendBackwardArgs args) {
-  __shared__ Batch s;
+  constexpr int NC = BLEND_CHANNELS<DEPTH>;
+  __shared__ Batch<NC> s;
   __shared__ float s_stage[WARPS][2][GROUP * STRIDE];  // dL/dpower and alpha T, then the sums
   __shared__ int s_max_last;
 
@@ -72,11 +74,12 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(Blend
   const float ox = (float)((tp.tile % args.tiles_x) * TILE_SIZE) + CENTER;  // tile centre
   const float oy = (float)((tp.tile / args.tiles_x) * TILE_SIZE) + CENTER;
 
-  const PixelGrad p = pixel_grad(args, tp.inside, tp.y * args.width + tp.x);
+  const PixelGrad<NC> p = pixel_grad<NC>(args, tp.inside, tp.y * args.width + tp.x);
 
   // B fragments, fixed for the whole kernel: b0 is pixel 8k + tig, b1 pixel 8k + tig + 4, of
   // column grp. u: the pixel's tile-centred monomials; c: dC split into hi (columns 0-2) and
-  // lo (3-5) parts, so that one fp32 value's two tf32 halves are summed by the GEMM itself.
+  // lo (3-5) parts, so that one fp32 value's two tf32 halves are summed by the GEMM itself
+  // (DEPTH: the four channels' hi in columns 0-3, lo in 4-7).
   uint32_t bu[4][2], bc[4][2];
   for (int k = 0; k < 4; ++k)
     for (int h = 0; h < 2; ++h) {
@@ -86,16 +89,20 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(Blend
       bu[k][h] = tf32(u_entry(grp, pu, pv));
       const float d0 = __shfl_sync(0xffffffffu, p.dC[0], q), d1 = __shfl_sync(0xffffffffu, p.dC[1], q),
                   d2 = __shfl_sync(0xffffffffu, p.dC[2], q);
-      const float d = grp % 3 == 0 ? d0 : grp % 3 == 1 ? d1 : d2;
+      float d = grp % NC == 0 ? d0 : grp % NC == 1 ? d1 : d2;
+      if constexpr (DEPTH) {
+        const float d3 = __shfl_sync(0xffffffffu, p.dC[3], q);
+        d = grp % NC == 3 ? d3 : d;
+      }
       const uint32_t d_hi = tf32(d);
-      bc[k][h] = grp < 3 ? d_hi : grp < 6 ? tf32(d - __uint_as_float(d_hi)) : 0u;
+      bc[k][h] = grp < NC ? d_hi : grp < 2 * NC ? tf32(d - __uint_as_float(d_hi)) : 0u;
     }
 
   const int end = range.x + block_max_last(p.last, s_max_last);
   int warp_last = p.last;
   for (int offset = 16; offset > 0; offset >>= 1) warp_last = max(warp_last, __shfl_xor_sync(0xffffffffu, warp_last, offset));
 
-  Walk w{p.T_final};
+  Walk<NC> w{p.T_final};
   float* stage_p = s_stage[warp][0];
   float* stage_w = s_stage[warp][1];
   float kept = 0.f;  // PROBE_WALK: the pair values; PROBE_NO_ATOMICS: what the atomics would add
@@ -172,7 +179,8 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(Blend
           grad_add<PROBE>(&args.grad_opacity[id], sums[0] / co.w, kept);  // alpha = o exp(power)
         } else {
           const float* sums = stage_w + g * STRIDE;
-          for (int ch = 0; ch < 3; ++ch) grad_add<PROBE>(&args.grad_colors[3 * id + ch], sums[ch] + sums[ch + 3], kept);
+          for (int ch = 0; ch < 3; ++ch) grad_add<PROBE>(&args.grad_colors[3 * id + ch], sums[ch] + sums[ch + NC], kept);
+          if constexpr (DEPTH) grad_add<PROBE>(&args.grad_depths[id], sums[3] + sums[7], kept);
         }
       }
       __syncwarp();
@@ -181,14 +189,17 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_gemm_kernel(Blend
   if constexpr (PROBE != PROBE_NONE) keep(kept, args.grad_opacity);
 }
 
+// The probes time the kernel without depth (their gradients are wrong anyway).
 template <bool SPLIT>
 void launch_split(const BlendBackwardArgs& args, int probe, int tiles, cudaStream_t stream) {
   if (probe == PROBE_WALK)
-    blend_backward_gemm_kernel<SPLIT, PROBE_WALK><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+    blend_backward_gemm_kernel<SPLIT, PROBE_WALK, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
   else if (probe == PROBE_NO_ATOMICS)
-    blend_backward_gemm_kernel<SPLIT, PROBE_NO_ATOMICS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+    blend_backward_gemm_kernel<SPLIT, PROBE_NO_ATOMICS, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else if (args.grad_depths)
+    blend_backward_gemm_kernel<SPLIT, PROBE_NONE, true><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
   else
-    blend_backward_gemm_kernel<SPLIT, PROBE_NONE><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+    blend_backward_gemm_kernel<SPLIT, PROBE_NONE, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
 }
 
 }  // namespace

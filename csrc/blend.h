@@ -1,5 +1,5 @@
 // The blend contract: every blend variant (vanilla, gemm_gs, tc_gs) reads the same sorted
-// tile lists and per-Gaussian data and writes the same three outputs, so the shared
+// tile lists and per-Gaussian data and writes the same three outputs (four with depth), so the shared
 // backward is valid whichever variant ran the forward.
 #pragma once
 
@@ -26,7 +26,14 @@ struct RasterOptions {
   bool timing = false;        // CUDA events per stage (reading them syncs)
   bool antialiased = false;   // preprocess: Mip-Splatting's opacity compensation
   bool absgrad = false;       // exact backward: also AbsGS's sum of |per-pixel d/d means2d|
+  bool depth = false;         // blends: also sum_i w_i z_i per pixel (BlendArgs::depth)
 };
+
+// Channels a blend composites: the colour, and with depth the view-space z as a fourth one over
+// a background of 0 (as reference/blend.py). A template argument of every blend and backward,
+// so the kernels without depth are the ones they always were.
+template <bool DEPTH>
+constexpr int BLEND_CHANNELS = DEPTH ? 4 : 3;
 
 struct BlendArgs {
   // read-only inputs
@@ -44,6 +51,9 @@ struct BlendArgs {
   int* n_contrib;  // [H,W] list position (1-based) of the last contributor
   int* hit_counts;  // [N] or null: pixels each Gaussian contributes to, added (vanilla only)
   RasterOptions options;
+  // depth (last, so that the fields above keep their offsets in the kernels without it)
+  const float* depths = nullptr;  // [N] view-space z, the fourth channel
+  float* depth = nullptr;         // [H,W] sum_i w_i z_i, w_i = alpha_i T_i
 };
 
 void launch_blend_vanilla(const BlendArgs& args, cudaStream_t stream);

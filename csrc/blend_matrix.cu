@@ -16,6 +16,7 @@
 // Semantics as vanilla: 1/255 skip, 0.99 clamp, exact per-pixel termination, the exact last
 // contributor; power is clamped to <= 0 (its rounding can exceed 0 at a Gaussian's centre).
 // half_blend (tcgs) holds T and colour in fp16 after every entry, as TC-GS's code.
+// depth: z rides in the colour's unused fourth lane and composites as a fourth channel.
 #include <cuda_fp16.h>
 
 #include <type_traits>
@@ -151,13 +152,14 @@ constexpr int SLAB_STRIDE = CHUNK + 4;
 // exponents to the warp's slab, each pixel reads its 16, keeps a bit for each one at or over
 // ln(1/255) (TC-GS's EarlyCull: the log-domain test before any exp; for GEMM-GS a bound,
 // since o < 1) and then visits only those entries, in list order.
-template <int PREC, int BATCH, bool TCGS>
+template <int PREC, int BATCH, bool TCGS, bool DEPTH>
 __global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs args) {
+  constexpr int NC = BLEND_CHANNELS<DEPTH>;
   static_assert(BATCH % CHUNK == 0 && BATCH <= BLOCK_PIXELS, "one loader thread per Gaussian of the batch");
   __shared__ int s_ids[3][BATCH];
   __shared__ float2 s_xy[2][BATCH];
   __shared__ float4 s_co[2][BATCH];
-  __shared__ float4 s_rgb[2][BATCH];  // xyz used: one 16-byte load per contributor
+  __shared__ float4 s_rgb[2][BATCH];  // xyz used (w: z with DEPTH): one 16-byte load per contributor
   __shared__ __align__(16) float s_vec[BATCH][8];  // fp16: four half2 per row
   __shared__ float s_level[BATCH];                 // o (gemm) or ln o (tcgs)
   __shared__ __align__(16) float s_slab[WARPS][32][SLAB_STRIDE];
@@ -208,6 +210,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs ar
       cp_async<16>(&s_co[b & 1][j_load], args.conic_opacity + 4 * id);
       float* rgb = &s_rgb[b & 1][j_load].x;
       for (int ch = 0; ch < 3; ++ch) cp_async<4>(rgb + ch, args.colors + 3 * id + ch);
+      if constexpr (DEPTH) cp_async<4>(rgb + 3, args.depths + id);
     }
     cp_async_commit();
   };
@@ -217,7 +220,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs ar
   load_features(0);
 
   bool done = !tp.inside;
-  float T = 1.f, C[3] = {0.f, 0.f, 0.f};
+  float T = 1.f, C[NC] = {};
   int last = 0;
   // Composite the entries of `mask` (bits over Gaussians c0 .. c0+15 of batch b) into this
   // pixel, in list order. HALF: T and colour rounded to fp16 after every entry (TC-GS).
@@ -248,8 +251,9 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs ar
       C[0] += rgb.x * w;
       C[1] += rgb.y * w;
       C[2] += rgb.z * w;
-      if constexpr (HALF) {
-        for (int ch = 0; ch < 3; ++ch) C[ch] = round_operand<PREC_FP16>(C[ch]);
+      if constexpr (DEPTH) C[3] += rgb.w * w;
+      if constexpr (HALF) {  // depth too, as the reference's fourth channel
+        for (int ch = 0; ch < NC; ++ch) C[ch] = round_operand<PREC_FP16>(C[ch]);
       }
       T = next_T;
       last = b * BATCH + e + 1;
@@ -325,15 +329,24 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs ar
   for (int ch = 0; ch < 3; ++ch) args.image[ch * hw + pix] = C[ch] + T * args.background[ch];
   args.final_T[pix] = T;
   args.n_contrib[pix] = last;
+  if constexpr (DEPTH) args.depth[pix] = C[3];
+}
+
+template <int PREC, bool TCGS, bool DEPTH>
+void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
+  switch (args.options.batch) {
+    case 32: blend_matrix_kernel<PREC, 32, TCGS, DEPTH><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
+    case 64: blend_matrix_kernel<PREC, 64, TCGS, DEPTH><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
+    default: blend_matrix_kernel<PREC, 128, TCGS, DEPTH><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
+  }
 }
 
 template <int PREC, bool TCGS>
 void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
-  switch (args.options.batch) {
-    case 32: blend_matrix_kernel<PREC, 32, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
-    case 64: blend_matrix_kernel<PREC, 64, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
-    default: blend_matrix_kernel<PREC, 128, TCGS><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
-  }
+  if (args.options.depth)
+    launch<PREC, TCGS, true>(args, tiles, stream);
+  else
+    launch<PREC, TCGS, false>(args, tiles, stream);
 }
 
 template <int PREC>

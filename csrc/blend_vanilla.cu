@@ -7,12 +7,14 @@
 namespace {
 
 // COUNT: also add, per Gaussian, the number of pixels it contributes to (args.hit_counts),
-// through per-batch shared counters flushed once per batch.
-template <bool COUNT>
+// through per-batch shared counters flushed once per batch. DEPTH: also composite z as a
+// fourth channel into args.depth.
+template <bool COUNT, bool DEPTH>
 __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs args) {
+  constexpr int NC = BLEND_CHANNELS<DEPTH>;
   __shared__ float2 s_xy[BLOCK_PIXELS];
   __shared__ float4 s_co[BLOCK_PIXELS];
-  __shared__ float s_rgb[BLOCK_PIXELS][3];
+  __shared__ float s_rgb[BLOCK_PIXELS][NC];
   __shared__ int s_id[COUNT ? BLOCK_PIXELS : 1];
   __shared__ int s_hits[COUNT ? BLOCK_PIXELS : 1];
 
@@ -23,7 +25,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs a
   const int2 range = tp.range;
 
   bool done = !inside;
-  float T = 1.f, C[3] = {0.f, 0.f, 0.f};
+  float T = 1.f, C[NC] = {};
   int last = 0;  // 1-based list position of the last contributor
   const float2* means2d = reinterpret_cast<const float2*>(args.means2d);
   const float4* conic_opacity = reinterpret_cast<const float4*>(args.conic_opacity);
@@ -36,6 +38,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs a
       s_xy[threadIdx.x] = means2d[id];
       s_co[threadIdx.x] = conic_opacity[id];
       for (int ch = 0; ch < 3; ++ch) s_rgb[threadIdx.x][ch] = args.colors[3 * id + ch];
+      if constexpr (DEPTH) s_rgb[threadIdx.x][3] = args.depths[id];
       if constexpr (COUNT) {
         s_id[threadIdx.x] = id;
         s_hits[threadIdx.x] = 0;
@@ -55,7 +58,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs a
         done = true;
         break;
       }
-      for (int ch = 0; ch < 3; ++ch) C[ch] += s_rgb[j][ch] * alpha * T;
+      for (int ch = 0; ch < NC; ++ch) C[ch] += s_rgb[j][ch] * alpha * T;
       T = next_T;
       last = base + j - range.x + 1;
       if constexpr (COUNT) atomicAdd(&s_hits[j], 1);
@@ -70,6 +73,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs a
   for (int ch = 0; ch < 3; ++ch) args.image[ch * hw + pix] = C[ch] + T * args.background[ch];
   args.final_T[pix] = T;
   args.n_contrib[pix] = last;
+  if constexpr (DEPTH) args.depth[pix] = C[3];
 }
 
 }  // namespace
@@ -77,8 +81,10 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs a
 void launch_blend_vanilla(const BlendArgs& args, cudaStream_t stream) {
   int tiles = args.tiles_x * args.tiles_y;
   if (tiles == 0) return;
-  if (args.hit_counts)
-    blend_vanilla_kernel<true><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  if (args.hit_counts)  // hit counts never ask for depth (gsexp/render/cuda hit_counts)
+    blend_vanilla_kernel<true, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else if (args.options.depth)
+    blend_vanilla_kernel<false, true><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
   else
-    blend_vanilla_kernel<false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+    blend_vanilla_kernel<false, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
 }

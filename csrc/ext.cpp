@@ -165,6 +165,7 @@ GaussianParams params(const torch::Tensor& means, const torch::Tensor& log_scale
 // (the caller's gradient holder). capacity: 0 reads the pair count back (a host sync); > 0 sizes
 // the pair buffers instead (no sync).
 // hit_counts: an optional [N] int32 the vanilla blend adds each Gaussian's contributed pixels to.
+// With options.depth the last output is sum_i w_i z_i [H,W] (undefined without it).
 std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
     torch::Tensor means, torch::Tensor log_scales, torch::Tensor quats, torch::Tensor opacity_logits,
     torch::Tensor sh, std::optional<torch::Tensor> sh_rest, torch::Tensor means2d, int64_t degree,
@@ -183,6 +184,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   int* hits = nullptr;
   if (hit_counts) {
     TORCH_CHECK(options.blend == BLEND_VANILLA, "gsexp cuda rasterizer: hit counts come from the vanilla blend");
+    TORCH_CHECK(!options.depth, "gsexp cuda rasterizer: hit counts come from a blend without depth");
     check_input(*hit_counts, "hit_counts", {n}, torch::kInt32);
     hits = hit_counts->data_ptr<int>();
   }
@@ -259,12 +261,17 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
                  conic_opacity.data_ptr<float>(), colors.data_ptr<float>(), background.data_ptr<float>(),
                  cam.width, cam.height, cam.tiles_x, cam.tiles_y,
                  image.data_ptr<float>(), final_T.data_ptr<float>(), n_contrib.data_ptr<int>(), hits, options};
+  const auto depth = options.depth ? torch::empty({cam.height, cam.width}, f32) : torch::Tensor();
+  if (options.depth) {
+    args.depths = depths.data_ptr<float>();
+    args.depth = depth.data_ptr<float>();
+  }
   if (options.blend == BLEND_VANILLA) launch_blend_vanilla(args, stream);
   else launch_blend_matrix(args, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   timer.mark("blend");
 
-  return {{image, final_T, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges, order, count},
+  return {{image, final_T, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges, order, count, depth},
           timer.read()};
 }
 
@@ -274,7 +281,8 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
     torch::Tensor background, torch::Tensor radii, torch::Tensor means2d,
     torch::Tensor conic_opacity, torch::Tensor colors, torch::Tensor point_list, torch::Tensor ranges,
     std::optional<torch::Tensor> order, torch::Tensor final_T, torch::Tensor n_contrib, torch::Tensor grad_image,
-    torch::Tensor grad_alpha, const RasterOptions& options) {
+    torch::Tensor grad_alpha, const RasterOptions& options, std::optional<torch::Tensor> depths,
+    std::optional<torch::Tensor> grad_depth) {
   const int64_t n = means.size(0);
   const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh, sh_rest);
   const Camera cam = make_camera(camera);
@@ -319,6 +327,17 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
               "gsexp cuda rasterizer: absgrad needs the exact backward");
   auto grad_means2d_abs = options.absgrad ? torch::zeros({n, 2}, f32) : torch::Tensor();
   if (options.absgrad) args.grad_means2d_abs = grad_means2d_abs.data_ptr<float>();
+  // depth: only with a gradient for it; without one its term is zero and the plain kernels run.
+  TORCH_CHECK(!grad_depth || (options.depth && depths), "gsexp cuda rasterizer: a depth gradient needs "
+              "options.depth and the forward's depths");
+  auto grad_depths = grad_depth ? torch::zeros({n}, f32) : torch::Tensor();
+  if (grad_depth) {
+    check_input(*depths, "depths", {n});
+    check_input(*grad_depth, "grad_depth", {cam.height, cam.width});
+    args.depths = depths->data_ptr<float>();
+    args.grad_depth = grad_depth->data_ptr<float>();
+    args.grad_depths = grad_depths.data_ptr<float>();
+  }
   const int probe = backward_probe;
   if (options.backward == BACKWARD_EXACT)
     launch_blend_backward(args, probe, stream);
@@ -336,6 +355,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
                                 g.sh.rest_len};
   launch_preprocess_backward((int)n, g, (int)degree, cam, options.antialiased, radii.data_ptr<int>(), grad_means2d.data_ptr<float>(),
                              grad_conic.data_ptr<float>(), grad_colors.data_ptr<float>(),
+                             grad_depth ? grad_depths.data_ptr<float>() : nullptr,
                              {grad_means.data_ptr<float>(), grad_log_scales.data_ptr<float>(),
                               grad_quats.data_ptr<float>(), grad_opacity.data_ptr<float>(), grad_view},
                              stream);
@@ -360,7 +380,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def_readwrite("heavy_first", &RasterOptions::heavy_first)
       .def_readwrite("timing", &RasterOptions::timing)
       .def_readwrite("antialiased", &RasterOptions::antialiased)
-      .def_readwrite("absgrad", &RasterOptions::absgrad);
+      .def_readwrite("absgrad", &RasterOptions::absgrad)
+      .def_readwrite("depth", &RasterOptions::depth);
   // The ids of the option enums, so Python never restates them.
   m.attr("blend_ids") = py::dict(py::arg("vanilla") = (int)BLEND_VANILLA, py::arg("gemm") = (int)BLEND_GEMM,
                                  py::arg("tcgs") = (int)BLEND_TCGS);

@@ -60,15 +60,15 @@ struct GaussianGrads {
 
 // intersect: INTERSECT_* (config.h); antialiased: the opacity times Mip-Splatting's
 // compensation (preprocess.cu aa_compensation), which conic_opacity then holds. The backward writes every gradient of every Gaussian,
-// zeros included, so only the blend's accumulated ones (means2d, conic, opacity, colours) need a
-// cleared buffer.
+// zeros included, so only the blend's accumulated ones (means2d, conic, opacity, colours, and
+// depths: dL/dz, null without rasterizer.depth) need a cleared buffer.
 void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
                        bool antialiased, PreprocessOut out, cudaStream_t stream);
 
 void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, bool antialiased,
                                 const int* radii,
                                 const float* grad_means2d, const float* grad_conic, const float* grad_colors,
-                                GaussianGrads grads, cudaStream_t stream);
+                                const float* grad_depths, GaussianGrads grads, cudaStream_t stream);
 
 // ---- binning.cu -------------------------------------------------------------------------
 // offsets[i] = touched[0] + ... + touched[i], in 64 bits (cub scan).
@@ -111,7 +111,10 @@ struct BlendBackwardArgs {
   float* grad_colors;       // [N,3]
   int width, height, tiles_x, tiles_y;
   float* grad_means2d_abs = nullptr;  // [N,2] or null (absgrad, exact backward only): AbsGS's sum
-                                      // over pixels of |d L_pixel / d means2d| (accumulated)
+                                      // over pixels of |d L_pixel / d means2d| (accumulated)  // depth (with options.depth and a gradient for it; blend.h BLEND_CHANNELS)
+  const float* depths = nullptr;      // [N] view-space z
+  const float* grad_depth = nullptr;  // [H,W] dL/d(sum_i w_i z_i)
+  float* grad_depths = nullptr;       // [N] dL/dz (accumulated)
 };
 // Profiling probes (issue 20's study, where ncu cannot read counters): the blend backward with
 // a part left out, so a time difference is that part's cost. The gradients are then wrong.

@@ -205,16 +205,18 @@ __global__ void preprocess_kernel(int n, const float* __restrict__ means,
 
 // One visible Gaussian's gradients with respect to the raw parameters: log scales,
 // unnormalised quaternions and opacity logits (g_opacity comes in per opacity from the blend
-// backward and leaves per logit). Its SH coefficients are row `row` of `coeffs`, their gradients
-// go to the same row of `g_sh`, which may be the same memory (each value is read before its
-// gradient is written). Bands above DEGREE are not written.
-template <int DEGREE>
+// backward and leaves per logit). Its SH coefficients are row `row` of `coeffs`, their
+// gradients go to the same row of `g_sh`, which may be the same memory (each value is read
+// before its gradient is written). Bands above DEGREE are not written. DEPTH: g_depths holds
+// dL/dz of the view-space depth (rasterizer.depth), which reaches the mean through the view's
+// third row (a template argument, so the kernel without it is the one it always was).
+template <int DEGREE, bool DEPTH>
 __device__ inline void backward_one(
     int i, const float* __restrict__ means, const float* __restrict__ log_scales,
     const float* __restrict__ quats, const float* __restrict__ opacity_logits,
     ShView<const float> coeffs, int row, const Camera& cam, bool antialiased, const float* __restrict__ g_means2d,
-    const float* __restrict__ g_conic, const float* __restrict__ g_colors, float* g_means,
-    float* g_log_scales, float* g_quats, float* g_opacity, ShView<float> g_sh) {
+    const float* __restrict__ g_conic, const float* __restrict__ g_colors, const float* __restrict__ g_depths,
+    float* g_means, float* g_log_scales, float* g_quats, float* g_opacity, ShView<float> g_sh) {
   const float* p = means + 3 * i;
   Projection P;
   project(cam, p, log_scales + 3 * i, quats + 4 * i, P);
@@ -284,6 +286,7 @@ __device__ inline void backward_one(
   dt[0] += cam.fx / z * gmx;
   dt[1] += cam.fy / z * gmy;
   dt[2] += -cam.fx * P.t[0] / z2 * gmx - cam.fy * P.t[1] / z2 * gmy;
+  if constexpr (DEPTH) dt[2] += g_depths[i];  // z = t[2]
   float gp[3];
   for (int j = 0; j < 3; ++j) gp[j] = v[j] * dt[0] + v[4 + j] * dt[1] + v[8 + j] * dt[2];
 
@@ -325,14 +328,14 @@ __device__ inline void backward_one(
 // the caller clears only what the blend accumulates. A block's SH rows come through shared
 // memory a row per warp, their gradients are computed there in place and go back the same way:
 // one thread per row in global memory would scatter its 48 loads and stores 180 B apart.
-template <int DEGREE>
+template <int DEGREE, bool DEPTH>
 __global__ void preprocess_backward_kernel(
     int n, const float* __restrict__ means, const float* __restrict__ log_scales,
     const float* __restrict__ quats, const float* __restrict__ opacity_logits,
     ShView<const float> sh, Camera cam, bool antialiased, const int* __restrict__ radii,
     const float* __restrict__ g_means2d, const float* __restrict__ g_conic,
     const float* __restrict__ g_colors, float* g_means, float* g_log_scales, float* g_quats,
-    float* g_opacity, ShView<float> g_sh) {
+    float* g_opacity, ShView<float> g_sh, const float* __restrict__ g_depths) {
   extern __shared__ float smem[];
   const int t = threadIdx.x, i0 = blockIdx.x * blockDim.x, i = i0 + t, rows = min((int)blockDim.x, n - i0);
   const ShStage dc{smem, 3, 3}, rest{smem + 3 * blockDim.x, sh.rest_len, odd_pitch(sh.rest_len)};
@@ -343,9 +346,9 @@ __global__ void preprocess_backward_kernel(
   float* rest_row = rest.row(t);
   if (i < n && radii[i] > 0) {
     const ShView<float> mine = staged_view<float>(dc, rest, t, sh.rest_len);
-    backward_one<DEGREE>(i, means, log_scales, quats, opacity_logits, {mine.dc, mine.rest, 0, 0, mine.rest_len}, 0,
-                         cam, antialiased, g_means2d, g_conic, g_colors, g_means, g_log_scales, g_quats, g_opacity,
-                         mine);
+    backward_one<DEGREE, DEPTH>(i, means, log_scales, quats, opacity_logits,
+                                {mine.dc, mine.rest, 0, 0, mine.rest_len}, 0, cam, antialiased, g_means2d, g_conic,
+                                g_colors, g_depths, g_means, g_log_scales, g_quats, g_opacity, mine);
     for (int c = rest_used<DEGREE>(); c < rest.len; ++c) rest_row[c] = 0.f;
   } else if (i < n) {
     for (int c = 0; c < 3; ++c) dc_row[c] = 0.f;
@@ -391,13 +394,14 @@ void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera&
 void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, bool antialiased,
                                 const int* radii,
                                 const float* grad_means2d, const float* grad_conic, const float* grad_colors,
-                                GaussianGrads grads, cudaStream_t stream) {
+                                const float* grad_depths, GaussianGrads grads, cudaStream_t stream) {
   if (n == 0) return;
   with_degree(degree, [&](auto d) {
-    preprocess_backward_kernel<decltype(d)::value>
-        <<<(n + BACKWARD_BLOCK - 1) / BACKWARD_BLOCK, BACKWARD_BLOCK, stage_bytes(g.sh.rest_len), stream>>>(
-            n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, antialiased, radii, grad_means2d, grad_conic,
-            grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh);
+    auto kernel = grad_depths ? preprocess_backward_kernel<decltype(d)::value, true>
+                              : preprocess_backward_kernel<decltype(d)::value, false>;
+    kernel<<<(n + BACKWARD_BLOCK - 1) / BACKWARD_BLOCK, BACKWARD_BLOCK, stage_bytes(g.sh.rest_len), stream>>>(
+        n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, antialiased, radii, grad_means2d, grad_conic,
+        grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh, grad_depths);
   });
 }
 

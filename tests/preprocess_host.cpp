@@ -3,7 +3,8 @@
 // the intrinsics are their IEEE host operations.
 // `preprocess_host IN OUT`: IN holds a scene and the blend's gradients (the test writes it); at
 // every SH degree (16 bases stored) and in both SH layouts, then antialiased at degrees 1 and 3
-// (one layout each), it runs the forward and the backward,
+// (one layout each), it runs the forward and the backward (with the depth gradient dL/dz in the
+// joined layout, the backward's DEPTH kernel, and without it in the split one),
 // prints one line per case and appends the outputs and gradients to OUT for the test's comparison
 // with the torch reference. Both kernels' outputs start as NaN (they must write every value) and
 // shared memory is NaN before each block (a read of something never staged shows).
@@ -68,7 +69,7 @@ struct Scene {
   int n;
   Camera cam;
   std::vector<float> means, log_scales, quats, logits, sh;  // sh: [n, 16, 3]
-  std::vector<float> g_means2d, g_conic, g_colors, g_opacity;  // from the blend backward
+  std::vector<float> g_means2d, g_conic, g_colors, g_opacity, g_depths;  // from the blend backward
 };
 
 template <typename T>
@@ -97,6 +98,7 @@ Scene read_scene(const char* path) {
   read(f, s.means, 3 * N), read(f, s.log_scales, 3 * N), read(f, s.quats, 4 * N), read(f, s.logits, N);
   read(f, s.sh, 48 * N);
   read(f, s.g_means2d, 2 * N), read(f, s.g_conic, 3 * N), read(f, s.g_colors, 3 * N), read(f, s.g_opacity, N);
+  read(f, s.g_depths, N);
   std::fclose(f);
   return s;
 }
@@ -158,10 +160,12 @@ void run_case(const Scene& s, bool joined, bool antialiased, FILE* out) {
   launch(n, BLOCK, preprocess_kernel<D>, n, s.means.data(), s.log_scales.data(), s.quats.data(), s.logits.data(), shv,
          s.cam, (int)INTERSECT_ACCUTILE, antialiased, f.out());
   Grads g(n, joined, s.g_opacity);  // ext.cpp clears only the blend's gradients
-  launch(n, BACKWARD_BLOCK, preprocess_backward_kernel<D>, n, s.means.data(), s.log_scales.data(), s.quats.data(),
-         s.logits.data(), shv, s.cam, antialiased, (const int*)f.radii.data(), s.g_means2d.data(), s.g_conic.data(),
-         s.g_colors.data(), g.means.data(), g.log_scales.data(), g.quats.data(), g.opacity.data(),
-         g.sh.view<float>(g.sh.dc.data(), g.sh.rest.data()));
+  const bool depth = joined;
+  launch(n, BACKWARD_BLOCK, depth ? preprocess_backward_kernel<D, true> : preprocess_backward_kernel<D, false>, n,
+         s.means.data(), s.log_scales.data(), s.quats.data(), s.logits.data(), shv, s.cam, antialiased,
+         (const int*)f.radii.data(), s.g_means2d.data(), s.g_conic.data(), s.g_colors.data(), g.means.data(),
+         g.log_scales.data(), g.quats.data(), g.opacity.data(), g.sh.view<float>(g.sh.dc.data(), g.sh.rest.data()),
+         depth ? (const float*)s.g_depths.data() : nullptr);
   int visible = 0;
   for (int i = 0; i < n; ++i) visible += f.radii[i] > 0;
   dump(out, f.means2d), dump(out, f.conic), dump(out, f.colors), dump(out, f.depths), dump(out, f.radii);

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from conftest import require_cuda_toolchain
-from gsexp.render import constants, render
-from gsexp.render.cuda import CudaUnavailable, build
+from gsexp.render import constants, make_settings, render
+from gsexp.render.cuda import CudaUnavailable, build, options_of
 
 
 def compiled_extension():
@@ -29,7 +29,8 @@ def test_extension_compiles_and_mirrors_the_constants():
     assert (o.blend, o.intersect, o.heavy_first, o.timing) == (ext.blend_ids["vanilla"], ext.intersect_ids["aabb"],
                                                                True, False)
     # the issue 38 modes the kernels read reach them by name (options_of), off by default
-    assert (o.antialiased, o.absgrad) == (False, False)
+    assert (o.antialiased, o.absgrad, o.depth) == (False, False, False)
+    assert options_of(make_settings("tc_gs", depth=True)).depth and not options_of(make_settings("tc_gs")).depth
 
 
 def test_flags_target_hopper_with_portable_ptx():

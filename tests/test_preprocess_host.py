@@ -1,7 +1,8 @@
 """csrc/preprocess.cu's kernels built for the CPU (tests/preprocess_host.cpp: a block's threads as
 std::threads meeting at a barrier), at every SH degree and in both SH layouts, and antialiased (Mip-Splatting's
 opacity compensation) at two of them: the outputs and gradients agree with the torch reference
-in float64, and the backward, which moves a block's SH
+in float64 (in the joined layout with a gradient for the depths too, rasterizer.depth's dL/dz,
+which only the means receive), and the backward, which moves a block's SH
 rows through shared memory, writes every gradient itself (zeros where culled or unused).
 
 Runs in CI with the CUDA headers (GSEXP_REQUIRE_CUDA_BUILD=1 fails instead of skipping); the GPU
@@ -39,7 +40,7 @@ def mixed_scene():
     g, cam = random_scene(5, N, 400, 300, 3)
     gen = torch.Generator().manual_seed(6)
     upstream = {k: torch.randn(N, d, generator=gen) for k, d in (("means2d", 2), ("conics", 3), ("colors", 3),
-                                                                  ("opacities", 1))}
+                                                                  ("opacities", 1), ("depths", 1))}
     return culled_runs(g, cam), cam, upstream
 
 
@@ -111,8 +112,9 @@ def test_kernels_on_the_cpu(tmp_path):
         assert rel_error(ours["conic_opacity"][both, 3], ref.opacities[both].detach()) < 1e-5
         assert rel_error(ours["colors"][both], ref.colors[both].detach()) < 1e-6  # seen: <1e-7
         assert rel_error(ours["depths"][both, 0], ref.depths[both].detach()) < 1e-6
+        terms = [k for k in upstream if k != "depths" or layout == "joined"]  # preprocess_host.cpp: dL/dz there
         loss = sum((upstream[k][both].double() * getattr(ref, k)[both].reshape(-1, upstream[k].shape[1])).sum()
-                   for k in upstream)
+                   for k in terms)
         names = ["means", "log_scales", "quats", "opacity_logits", "sh"]  # seen: relative errors < 1e-6
         grads = torch.autograd.grad(loss, [getattr(leaves, k) for k in names])
         for name, theirs in zip(names, grads):

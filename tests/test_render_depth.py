@@ -1,15 +1,16 @@
 """rasterizer.depth on the torch reference: out.depth_accumulated = sum_i w_i z_i and out.depth =
 that / sum_i w_i (w_i = alpha_i T_i), against a brute-force float64 pixel loop; gradients by
-gradcheck; off by default, and the image unchanged by it; the CUDA variants refuse it."""
+gradcheck; off by default, and the image unchanged by it; every variant takes the switch (the CUDA
+blends' check against this reference is tests/test_cuda_depth.py)."""
 import dataclasses
 
 import pytest
 import torch
 
-from gsexp.errors import InvalidCombination
 from gsexp.render import make_settings, render
 from gsexp.render.constants import ALPHA_MAX, ALPHA_MIN, T_MIN
 from gsexp.render.reference import preprocess
+from gsexp.render.settings import reference_of
 from render_helpers import random_scene
 
 BACKGROUND = (0.2, 0.5, 0.9)
@@ -79,9 +80,9 @@ def test_depth_gradients_by_gradcheck():
     assert torch.autograd.gradcheck(depths, xs, eps=1e-6, atol=1e-6, rtol=1e-4)
 
 
-def test_the_cuda_variants_refuse_depth():
-    for name in ("vanilla", "gemm_gs", "tc_gs"):
-        with pytest.raises(InvalidCombination, match="depth is not implemented in the CUDA blends yet; use "
-                                                     "rasterizer=torch"):
-            make_settings(name, depth=True)
-    assert make_settings("torch", depth=True).depth
+@pytest.mark.parametrize("backward", ["exact", "gemm_fp32", "gemm_tf32"])
+def test_every_variant_takes_depth(backward):
+    for name in ("torch", "vanilla", "gemm_gs", "tc_gs"):
+        settings = make_settings(name, depth=True, backward=backward)
+        assert settings.depth and reference_of(settings).depth
+        assert not make_settings(name, backward=backward).depth

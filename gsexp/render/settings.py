@@ -47,7 +47,7 @@ class RasterSettings:
     antialiased: Mip-Splatting's 2D filter (gsplat's rasterize_mode="antialiased"): the opacity
     times sqrt(det S / det(S + 0.3 I)), S the undilated screen-space covariance.
     depth: also `out.depth` (expected depth sum w z / sum w) and `out.depth_accumulated`
-    (sum w z), differentiable; the reference only for now.
+    (sum w z), differentiable; every variant (the CUDA blends composite z as a fourth channel).
     absgrad: `out.means2d_absgrad`, filled by backward(): per Gaussian the sum over its pixels of
     |dL_pixel / d means2d| (AbsGS's densification statistic); the exact backward only."""
 
@@ -69,8 +69,6 @@ class RasterSettings:
         _need(self.backend != "cuda" or self.backward in CUDA_BACKWARDS, "backward",
               f"{self.backward!r} runs on the reference only (rasterizer=torch); the CUDA kernels "
               f"have {', '.join(CUDA_BACKWARDS)}", InvalidCombination)
-        _need(self.backend != "cuda" or not self.depth, "depth",
-              "depth is not implemented in the CUDA blends yet; use rasterizer=torch", InvalidCombination)
         _need(self.backward == "exact" or not self.absgrad, "absgrad",
               f"absgrad needs backward=exact (the per-pixel terms), not {self.backward!r}", InvalidCombination)
         for f in dataclasses.fields(self):

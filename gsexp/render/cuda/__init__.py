@@ -56,9 +56,10 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
             "absgrad": torch.zeros(len(means), 2, device=means.device) if settings.absgrad else None}
     # Filled by the kernel (no memset); a leaf so that .grad is the screen-space gradient.
     holder = torch.empty(len(means), 2, device=means.device, requires_grad=torch.is_grad_enabled())
-    image, alpha, n_contrib, radii, depths = Rasterize.apply(*raw_params(gaussians), holder, call)
+    image, alpha, n_contrib, radii, depths, accumulated = Rasterize.apply(*raw_params(gaussians), holder, call)
+    depth = None if accumulated is None else accumulated / alpha.clamp_min(1e-10)  # as the reference: 0 where empty
     return RenderOutput(image, alpha, n_contrib, radii, holder, depths, call["stage_ms"], call["num_pairs"],
-                        means2d_absgrad=call["absgrad"])
+                        depth, accumulated, means2d_absgrad=call["absgrad"])
 
 
 @torch.no_grad()

@@ -30,7 +30,8 @@ def camera_values(camera) -> tuple[float, ...]:
 
 
 class Rasterize(torch.autograd.Function):
-    """(means, log_scales, quats, opacity_logits, sh, sh_rest, means2d holder) -> image [3,H,W], alpha [H,W].
+    """(means, log_scales, quats, opacity_logits, sh, sh_rest, means2d holder) -> image [3,H,W], alpha [H,W],
+    n_contrib, radii, depths [N], and with options.depth the accumulated depth sum w z [H,W] (else None).
 
     The parameters are the raw ones: the kernels apply exp, normalise and sigmoid. sh is
     [N, bases, 3], or with sh_rest (not None) the DC term [N,1,3] and the other bases, as training
@@ -44,22 +45,31 @@ class Rasterize(torch.autograd.Function):
         outs, stage_ms = load().rasterize_forward(
             means, log_scales, quats, opacity_logits, sh, sh_rest, means2d, call["degree"], call["camera"],
             call["background"], call["options"], call["capacity"], None)
-        image, final_t, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges, order, count = outs
+        image, final_t, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges, order, count, depth = outs
         call["stage_ms"].update(stage_ms)
         call["num_pairs"] = count[0] if call["capacity"] else len(point_list)  # with a capacity: not read back
         ctx.call, ctx.order = call, order
         ctx.save_for_backward(means, log_scales, quats, opacity_logits, sh, sh_rest, radii, means2d, conic_opacity,
-                              colors, point_list, ranges, final_t, n_contrib)
+                              colors, point_list, ranges, final_t, n_contrib,
+                              depths if depth is not None else None)  # the depth channel's z
         ctx.mark_non_differentiable(n_contrib, radii, depths)
-        return image, 1 - final_t, n_contrib, radii, depths
+        ctx.set_materialize_grads(False)  # an unused depth image then comes back None, not zeros
+        return image, 1 - final_t, n_contrib, radii, depths, depth
 
     @staticmethod
-    def backward(ctx, grad_image, grad_alpha, *_):
+    def backward(ctx, grad_image, grad_alpha, _n_contrib, _radii, _depths, grad_depth):
         c = ctx.call
         saved = ctx.saved_tensors
+        final_t = saved[12]  # its shape: the gradients of unused outputs are zeros
+        if grad_image is None:
+            grad_image = final_t.new_zeros((3, *final_t.shape))
+        if grad_alpha is None:
+            grad_alpha = torch.zeros_like(final_t)
+        # No gradient for the depth image (unused by the loss): its term is zero, the plain kernels run.
+        depth = (saved[14], grad_depth.contiguous()) if grad_depth is not None else (None, None)
         grads, stage_ms = load().rasterize_backward(
-            *saved[:6], c["degree"], c["camera"], c["background"], *saved[6:12], ctx.order, *saved[12:],
-            grad_image.contiguous(), grad_alpha.contiguous(), c["options"])
+            *saved[:6], c["degree"], c["camera"], c["background"], *saved[6:12], ctx.order, *saved[12:14],
+            grad_image.contiguous(), grad_alpha.contiguous(), c["options"], *depth)
         c["stage_ms"].update(stage_ms)
         *grads, absgrad = grads
         if absgrad is not None:
