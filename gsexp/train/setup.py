@@ -96,7 +96,8 @@ def seed_everything(seed: int):
     torch.manual_seed(seed)
 
 
-def load_data(cfg: DictConfig):
+def load_data(cfg: DictConfig, only: str | None = None):
+    """The scene of cfg.data; only="train" | "test" reads that split's images alone."""
     d = cfg.data
     options = dict(d.options)
     if d.kind in ("blender", "transforms", "synthetic"):
@@ -105,7 +106,7 @@ def load_data(cfg: DictConfig):
         options["test_every"] = d.test_every
     if d.kind != "synthetic":
         options["downscale"] = d.downscale
-    return load_scene(d.kind, d.path, **options)
+    return load_scene(d.kind, d.path, only=only, **options)
 
 
 def initial_gaussians(cfg: DictConfig, scene) -> Gaussians:
