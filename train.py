@@ -105,6 +105,8 @@ def remove_if_only_hydra(run_dir: Path) -> None:
 
 
 def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | None) -> dict:
+    import torch
+
     from gsexp.train.recipe import train  # heavy imports after the config is known good
 
     with make_logger(cfg.logger.kind, run_dir, project=cfg.logger.project, mode=cfg.logger.mode,
@@ -113,6 +115,7 @@ def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | Non
                      config=OmegaConf.to_container(cfg, resolve=True)) as logger:
         started = time.time()
         summary = train(cfg, run_dir, logger, overrides)
+        summary["torch_threads"] = torch.get_num_threads()  # CPU threads (a local sweep shares the cores)
         if gpu is not None:  # the pool's device (CUDA_VISIBLE_DEVICES of this job), as nvidia-smi sees it
             summary.update(gpu=gpu, started=started, ended=time.time(), **gpu_pool.nvidia_smi_record(gpu))
         logger.summary(summary)

@@ -3,8 +3,10 @@ resolution, CPU threads in local sweeps, the compressed PLY's SH rest."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import joblib
 import numpy as np
 import pytest
 from PIL import Image
@@ -13,6 +15,7 @@ from gsexp import eval as gs_eval
 from gsexp.gaussians import save_ply
 from gsexp.scene.synthetic import ground_truth
 from test_scene import write_blender
+from test_train_run import TINY, run_train
 
 
 # ----------------------------------------------------------------------------- eval's split
@@ -49,3 +52,16 @@ def test_eval_of_test_views_needs_no_training_image(tmp_path, kind):
     result = json.loads((tmp_path / "test" / "metrics.json").read_text())
     assert len(result["per_view"]) == 2
     assert gs_eval.main([*args, "split=train", f"out={tmp_path / 'train'}"]) == 2  # that one is needed
+
+
+# ----------------------------------------------------------------------------- CPU threads
+
+def test_jobs_of_a_local_sweep_share_the_cores(tmp_path, monkeypatch):
+    """Two CPU jobs at once through hydra/launcher=gpus each get half the cores (the plugin runs
+    joblib's loky backend, which sets OMP_NUM_THREADS in its workers); summary.json says so."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    run_train(["-m", "hydra/launcher=gpus", "hydra.launcher.n_jobs=2", *TINY, "iterations=2", "seed=0,1",
+               "device=cpu"], tmp_path)
+    summaries = [json.loads(p.read_text()) for p in tmp_path.glob("multirun/*/*/summary.json")]
+    assert len(summaries) == 2
+    assert [s["torch_threads"] for s in summaries] == [max(1, joblib.cpu_count() // 2)] * 2
