@@ -3,18 +3,24 @@ resolution, CPU threads in local sweeps, the compressed PLY's SH rest."""
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 from pathlib import Path
 
 import joblib
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from gsexp import eval as gs_eval
 from gsexp.gaussians import save_ply
 from gsexp.scene.synthetic import ground_truth
+from gsexp.train.strategy import DefaultStrategy
 from test_scene import write_blender
+from test_strategy import no_visible_grad
+from test_strategy import setup as strategy_setup
 from test_train_run import TINY, run_train
 
 
@@ -65,3 +71,45 @@ def test_jobs_of_a_local_sweep_share_the_cores(tmp_path, monkeypatch):
     summaries = [json.loads(p.read_text()) for p in tmp_path.glob("multirun/*/*/summary.json")]
     assert len(summaries) == 2
     assert [s["torch_threads"] for s in summaries] == [max(1, joblib.cpu_count() // 2)] * 2
+
+
+# ----------------------------------------------------------------------------- densification
+
+def high_gradients(state, n):
+    """Statistics that put all n Gaussians over the grow threshold, rising with the index."""
+    state.update(grad2d=torch.linspace(1e-3, 2e-3, n), count=torch.ones(n), max_radii=torch.zeros(n))
+
+
+def refine_with_high_gradients(strategy, n=100):
+    """One refine of n Gaussians, all above the grow threshold: the first half small (cloned),
+    the rest large (split). Returns (params, optimizers, state)."""
+    params, opts, _, _ = strategy_setup(n=n)
+    with torch.no_grad():
+        params["log_scales"][:] = math.log(0.05)
+        params["log_scales"][: n // 2] = math.log(0.002)
+        params["opacity_logits"][:] = 2.0
+    state = strategy.initial_state()
+    high_gradients(state, n)
+    strategy.step_post_backward(params, opts, state, 600, no_visible_grad(n), 40, 32)
+    return params, opts, state
+
+
+def test_densification_never_passes_the_cap_and_warns_once(caplog):
+    s = DefaultStrategy(scene_extent=1.0, max_gaussians=130)
+    with caplog.at_level(logging.WARNING, logger="gsexp.train"):
+        params, opts, state = refine_with_high_gradients(s)
+        assert len(params["means"]) == 130
+        # the highest gradients (the large ones, last) go first: 30 splits of one extra each
+        assert (state["n_cloned"], state["n_split"]) == (0, 30)
+        for step in (700, 800):
+            high_gradients(state, len(params["means"]))
+            s.step_post_backward(params, opts, state, step, no_visible_grad(len(params["means"])), 40, 32)
+            assert len(params["means"]) <= 130
+    assert sum("max_gaussians" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_the_cap_defaults_to_one_gaussian_per_training_pixel():
+    params, _, _ = refine_with_high_gradients(DefaultStrategy(scene_extent=1.0, training_pixels=120))
+    assert len(params["means"]) == 120
+    params, _, _ = refine_with_high_gradients(DefaultStrategy(scene_extent=1.0))  # unknown: 50 clones, 50 splits
+    assert len(params["means"]) == 200

@@ -58,6 +58,7 @@ def setup(cfg: DictConfig, run_dir: Path) -> Run:
     compression.setup(params, optimizers)  # e.g. the mask's own parameters
     strategy = make_strategy(cfg.strategy.name, scene_extent=scene.extent,
                              white_background=all(c >= 1.0 for c in scene.background),
+                             training_pixels=sum(c.width * c.height for c in scene.train_cameras),
                              **OmegaConf.to_container(cfg.strategy.options, resolve=True)).scaled(cfg.iterations)
     run = Run(cfg, settings, device, scene, [im.to(device) for im in scene.train_images], params, optimizers,
               compression, strategy, strategy.initial_state())
