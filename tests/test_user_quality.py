@@ -15,7 +15,8 @@ import torch
 from PIL import Image
 
 from gsexp import eval as gs_eval
-from gsexp.gaussians import Gaussians, make_params, save_ply, to_gaussians
+from gsexp.gaussians import Gaussians, load_ply, make_params, save_ply, to_gaussians
+from gsexp.gaussians.compressed import save_compressed_ply
 from gsexp.losses import photometric_loss
 from gsexp.render import render
 from gsexp.scene.synthetic import ground_truth, ring_cameras
@@ -147,3 +148,28 @@ def test_the_grow_statistic_means_the_same_at_every_resolution():
     (ndc_32, px_32), (ndc_128, px_128) = densify_statistic(g, target, 32), densify_statistic(g, target, 128)
     assert 0.5 < (ndc_32.median() / ndc_128.median()).item() < 2
     assert (px_32.median() / px_128.median()).item() > 2  # what a threshold in pixels would see
+
+
+# ----------------------------------------------------------------------------- compressed PLY
+
+def with_rest_rms(g: Gaussians, rms: float, seed: int = 0) -> Gaussians:
+    sh = g.sh.clone()
+    sh[:, 1:] = rms * torch.randn(sh[:, 1:].shape, generator=torch.Generator().manual_seed(seed))
+    return Gaussians(g.means, g.log_scales, g.quats, g.opacity_logits, sh, g.sh_degree)
+
+
+def test_compressed_ply_leaves_out_sh_bands_smaller_than_its_step(tmp_path):
+    """The format's SH rest step is fixed at 8/256: rest values far below it are closer to 0
+    than to what 8 bits make of them, so such a band is left out; larger ones are kept."""
+    g = ground_truth(300, seed=0).with_sh_degree(3)
+    small, large = with_rest_rms(g, 0.003), with_rest_rms(g, 0.05)
+    save_compressed_ply(small, tmp_path / "small.compressed.ply")
+    save_compressed_ply(large, tmp_path / "large.compressed.ply")
+    back_small = load_ply(tmp_path / "small.compressed.ply")
+    assert back_small.sh_degree == 0 and load_ply(tmp_path / "large.compressed.ply").sh_degree == 3
+    # left out, the rest is off by its own size; stored, it would be off by about 0.009 (step / sqrt 12)
+    save_compressed_ply(small, tmp_path / "forced.compressed.ply", sh_degree=3)
+    forced = load_ply(tmp_path / "forced.compressed.ply")
+    order = np.argsort(save_compressed_ply(small, tmp_path / "again.compressed.ply"))
+    rms = lambda back: (back.with_sh_degree(3).sh[order][:, 1:] - small.sh[:, 1:]).square().mean().sqrt()  # noqa: E731
+    assert rms(back_small) < 0.004 < 0.008 < rms(forced)
