@@ -173,3 +173,15 @@ def test_compressed_ply_leaves_out_sh_bands_smaller_than_its_step(tmp_path):
     order = np.argsort(save_compressed_ply(small, tmp_path / "again.compressed.ply"))
     rms = lambda back: (back.with_sh_degree(3).sh[order][:, 1:] - small.sh[:, 1:]).square().mean().sqrt()  # noqa: E731
     assert rms(back_small) < 0.004 < 0.008 < rms(forced)
+
+
+def test_training_caps_the_default_strategy_at_its_pixels(tmp_path):
+    from gsexp.config import validate
+    from gsexp.train.setup import setup
+    from test_train_config import compose_train
+
+    tiny = [o for o in TINY if not o.startswith("strategy=")] + ["strategy=default", "device=cpu"]
+    run = setup(validate(compose_train(tiny)), tmp_path)
+    assert run.strategy.training_pixels == len(run.scene.train_cameras) * 32 * 32 and run.strategy.max_gaussians is None
+    run = setup(validate(compose_train(tiny + ["strategy.options.max_gaussians=500"])), tmp_path)
+    assert run.strategy.max_gaussians == 500
