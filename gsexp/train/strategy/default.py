@@ -127,7 +127,6 @@ class DefaultStrategy(Strategy):
         for key in STATS:
             state[key].zero_()
 
-
     def _within_cap(self, high, small, grads, cap: int, state: dict) -> torch.Tensor:
         """`high` less its lowest-gradient candidates, so that clones (one new Gaussian each)
         and splits (split_n - 1 each) keep the count within `cap`."""
