@@ -195,6 +195,8 @@ def remove_if_only_hydra(run_dir: Path) -> None:
 
 
 def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | None, inputs) -> dict:
+    import torch
+
     from gsexp.train.recipe import train
 
     with make_logger(cfg.logger.kind, run_dir, project=cfg.logger.project, mode=cfg.logger.mode,
@@ -207,6 +209,7 @@ def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | Non
         except Interrupted as stop:
             record_interrupt(run_dir, logger, stop, overrides, hc.mode == RunMode.MULTIRUN)
             raise
+        summary["torch_threads"] = torch.get_num_threads()  # CPU threads (a local sweep shares the cores)
         if gpu is not None:  # the pool's device (CUDA_VISIBLE_DEVICES of this job), as nvidia-smi sees it
             summary.update(gpu=gpu, started=started, ended=time.time(), **gpu_pool.nvidia_smi_record(gpu))
         summary.update(slurm_record())

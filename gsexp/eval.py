@@ -237,8 +237,8 @@ def prepare(req: Request):
     device = pick_device(cfg.device, settings)
     lpips_net = cfg.lpips_net if lpips_available(cfg) else None
     g = load_model(req.model).to(device)
-    scene = load_data(cfg)
     split = req.own["split"]
+    scene = load_data(cfg, only=split)  # a missing image of the other split does not matter
     cameras, images = getattr(scene, f"{split}_cameras"), getattr(scene, f"{split}_images")
     if not cameras:
         raise UserError(f"data={cfg.data.kind}: the scene has no {split} views; use split=train, or a "

@@ -6,7 +6,9 @@ PlayCanvas compressed) or a .splat file.
 Formats:
   ply             the INRIA 3DGS PLY (float32, every SH band; bit-exact round trip)
   compressed-ply  the PlayCanvas/SuperSplat compressed PLY: chunks of 256 Gaussians with
-                  min/max boxes, 16 bytes per Gaussian + 8-bit SH rest (gsexp/gaussians/compressed.py)
+                  min/max boxes, 16 bytes per Gaussian + 8-bit SH rest over the format's fixed
+                  [-4, 4), its bands stored up to the degree that loses least (smaller than the
+                  8-bit step, a band is left out) (gsexp/gaussians/compressed.py)
   splat           the antimatter15/splat web layout: 32 bytes per Gaussian, SH rest dropped
                   (gsexp/gaussians/splat.py)
 Without --format, the format follows --out: *.compressed.ply, *.splat or *.ply; with both, they
@@ -94,6 +96,19 @@ def export(g: Gaussians, out, fmt: str) -> Path:
     return out
 
 
+def sh_note(g: Gaussians, fmt: str) -> str:
+    """What the format did to the SH rest, for the summary line."""
+    if fmt == "splat" and g.sh_degree:
+        return "; SH rest dropped: .splat has none"
+    if fmt == "compressed-ply" and g.sh_degree:
+        from gsexp.gaussians.compressed import useful_sh_degree
+
+        kept = useful_sh_degree(g)
+        if kept < g.sh_degree:
+            return f"; {kept} stored: the higher bands are smaller than the format's 8-bit step"
+    return ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", type=Path, help="run directory, checkpoint .pt, .ply or .splat")
@@ -112,8 +127,7 @@ def main(argv=None) -> int:
         print(f"{PROG}: error: {one_line(err)}", file=sys.stderr)
         return 2
     size = out.stat().st_size
-    print(f"wrote {out}: {fmt}, {len(g):,} Gaussians (SH degree {g.sh_degree}"
-          f"{'; SH rest dropped: .splat has none' if fmt == 'splat' and g.sh_degree else ''}), "
+    print(f"wrote {out}: {fmt}, {len(g):,} Gaussians (SH degree {g.sh_degree}{sh_note(g, fmt)}), "
           f"{size / 2**20:.2f} MiB, {size / max(len(g), 1):.1f} bytes per Gaussian")
     return 0
 

@@ -129,6 +129,12 @@ COMPRESSED_NEEDS = ("A compressed PLY needs a 'chunk' element with "
                     "'vertex' element with " + ", ".join(PACKED) + ".")
 
 
+def sh_rest_of_bytes(raw: np.ndarray) -> np.ndarray:
+    """The compressed format's SH rest bytes as values. The format fixes their range: SuperSplat
+    writes clamp(trunc((v / 8 + 0.5) * 256)) over [-4, 4), so a byte is read as its bucket's midpoint."""
+    return ((raw.astype(np.float32) + 0.5) / 256 - 0.5) * 8
+
+
 def _f32(a) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
 
@@ -199,9 +205,7 @@ def _load_compressed(path, elements) -> Gaussians:
                              f"{len(names)} f_rest_* properties; expected {n} rows of 9, 24 or 45.")
         _require(path, sh_el, names, f"The 'sh' element needs f_rest_0..f_rest_{len(names) - 1}.")
         degree = REST_COUNT_TO_DEGREE[len(names)]
-        # writer: byte = clamp(trunc((sh / 8 + 0.5) * 256)); decode to the bucket's midpoint
-        raw = np.stack([np.asarray(sh_el[p]) for p in names], 1).astype(np.float32)
-        rest = ((raw + 0.5) / 256 - 0.5) * 8
+        rest = sh_rest_of_bytes(np.stack([np.asarray(sh_el[p]) for p in names], 1))
 
     k = num_sh_bases(degree)
     sh = np.concatenate([((rgb - 0.5) / C0)[:, None, :],

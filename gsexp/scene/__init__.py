@@ -10,8 +10,10 @@ KINDS = ("blender", "transforms", "llff", "colmap", "synthetic")
 __all__ = ["Camera", "Scene", "look_at", "framing_camera", "camera_extent", "load_scene", "KINDS"]
 
 
-def load_scene(kind: str, path=None, **options) -> Scene:
-    """Load a scene of `kind` (one of KINDS) from `path`; options go to that kind's loader."""
+def load_scene(kind: str, path=None, *, only: str | None = None, **options) -> Scene:
+    """Load a scene of `kind` (one of KINDS) from `path`; options go to that kind's loader.
+    only="train" | "test" reads that split's images alone (the other split comes back empty);
+    the synthetic scene, rendered rather than read, always has both."""
     kind = str(kind).lower()
     if kind not in KINDS:
         raise ValueError(f"unknown scene kind {kind!r}; valid kinds: {', '.join(KINDS)}")
@@ -31,4 +33,4 @@ def load_scene(kind: str, path=None, **options) -> Scene:
         from gsexp.scene.llff import load_llff as loader
     else:
         from gsexp.scene.colmap import load_colmap as loader
-    return loader(path, **options)
+    return loader(path, only=only, **options)

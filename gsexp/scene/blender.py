@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gsexp.scene.camera import Camera, Scene
 from gsexp.scene.images import (
-    check_downscale, downscaled_size, fit_camera, opengl_to_w2c, parallel_map, read_image, read_json,
+    check_downscale, check_only, downscaled_size, fit_camera, opengl_to_w2c, parallel_map, read_image, read_json,
     resize_area,
 )
 
@@ -15,13 +15,14 @@ OPTIONAL_SPLITS = ("val",)  # lego and friends ship without transforms_val.json 
 
 
 def load_blender(path, *, downscale=1, background=(1.0, 1.0, 1.0),
-                 splits=None, test_stride: int = 1) -> Scene:
+                 splits=None, test_stride: int = 1, only=None) -> Scene:
     """Load a NeRF-synthetic scene.
 
     `splits` maps the Scene's "train"/"test" to the json files used for them, by default
     {"train": ("train",), "test": ("test",)}; e.g. {"train": ("train", "val"), ...} also trains
     on val. A missing transforms_val.json is skipped with a warning, any other one raises.
     `test_stride` keeps every k-th test view (quick studies; the published protocol uses all).
+    only="train" | "test" reads that split alone; the other comes back empty.
     """
     if not isinstance(test_stride, int) or test_stride < 1:
         raise ValueError(f"load_blender: test_stride must be an integer >= 1, got {test_stride!r}")
@@ -32,8 +33,9 @@ def load_blender(path, *, downscale=1, background=(1.0, 1.0, 1.0),
     if unknown:
         raise ValueError(f"load_blender: splits keys must be 'train'/'test', got {sorted(unknown)}")
     out = {}
+    check_only(only)
     for role in ("train", "test"):
-        names = splits.get(role, ())
+        names = splits.get(role, ()) if only in (None, role) else ()
         names = (names,) if isinstance(names, str) else tuple(names)
         cams, imgs = [], []
         for name in names:
@@ -45,7 +47,7 @@ def load_blender(path, *, downscale=1, background=(1.0, 1.0, 1.0),
             cams += c
             imgs += i
         out[role] = (cams, imgs)
-    return Scene(*out["train"], *out["test"], background=tuple(background), name=root.name,
+    return Scene(*out["train"], *out["test"], background=tuple(background), name=root.name, only=only,
                  meta={"kind": "blender", "path": str(root), "downscale": downscale})
 
 

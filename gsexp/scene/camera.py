@@ -94,6 +94,8 @@ class Scene:
     `points` / `point_colors` ([P, 3], colours in [0, 1]) are optional SfM points for init.
     `extent` is the 3DGS scene radius: 1.1 x the largest distance of a camera centre from
     their mean; learning rates and densification thresholds scale with it.
+    `only`: "train" or "test" when the loader read that split alone (the other is empty, and
+    `extent` comes from the loaded cameras), None for both.
     """
 
     train_cameras: list[Camera]
@@ -106,16 +108,18 @@ class Scene:
     background: tuple[float, float, float] = (0.0, 0.0, 0.0)
     name: str = ""
     meta: dict = field(default_factory=dict)
+    only: str | None = None
 
     def __post_init__(self):
         if len(self.train_cameras) != len(self.train_images):
             raise ValueError("Scene: train_cameras and train_images differ in length")
         if len(self.test_cameras) != len(self.test_images):
             raise ValueError("Scene: test_cameras and test_images differ in length")
-        if not self.train_cameras:
+        if not self.train_cameras and self.only != "test":
             raise ValueError(f"Scene {self.name!r}: no training views")
+        cameras = self.train_cameras + self.test_cameras
         if self.extent <= 0:
-            self.extent = camera_extent(self.train_cameras + self.test_cameras)
+            self.extent = camera_extent(cameras) if cameras else 1.0
 
 
 def camera_extent(cameras: list[Camera]) -> float:

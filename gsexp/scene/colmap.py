@@ -11,7 +11,7 @@ import torch
 
 from gsexp.scene.camera import Camera, Scene
 from gsexp.scene.images import (
-    check_downscale, downscaled_size, fit_camera, parallel_map, read_image, resize_area, split_every,
+    check_downscale, downscaled_size, fit_camera, load_views, read_image, resize_area,
 )
 from gsexp.scene.undistort import (
     PINHOLE_MODELS, UNDISTORTABLE_MODELS, cached_undistortion, import_pycolmap, registered_images,
@@ -21,8 +21,10 @@ DISTORTED_MODELS = ("SIMPLE_RADIAL", "RADIAL", "OPENCV")  # loadable with undist
 CACHE = Path("outputs") / "cache"  # the default of conf/paths (relative to the working folder)
 
 
-def load_colmap(path, *, downscale=1, images=None, test_every=8, undistort=True, cache=CACHE) -> Scene:
-    """Load a COLMAP reconstruction; images sorted by name, i % test_every == 0 are test views.
+def load_colmap(path, *, downscale=1, images=None, test_every=8, undistort=True, cache=CACHE,
+                only=None) -> Scene:
+    """Load a COLMAP reconstruction; images sorted by name, i % test_every == 0 are test views
+    (only="train" | "test": that split's images alone, see images.load_views).
 
     Images come from `images` (a folder name under `path`) if given, else `images_{downscale}`
     when it exists (already downscaled), else `images/` resized by 1/downscale.
@@ -71,10 +73,9 @@ def load_colmap(path, *, downscale=1, images=None, test_every=8, undistort=True,
             img = resize_area(img, w, h)
         return fit_camera(cam, w, h), img  # fit also covers images/ smaller than COLMAP's size
 
-    loaded = parallel_map(load, named)
-    cams, imgs = [c for c, _ in loaded], [i for _, i in loaded]
-    if not cams:
+    if not named:
         raise ValueError(f"{sparse}: the reconstruction has no registered images")
+    views = load_views(load, named, test_every, only)
     if not undistort and models & set(DISTORTED_MODELS):
         warnings.warn(f"load_colmap: {sparse} uses distorted camera model(s) "
                       f"{sorted(models & set(DISTORTED_MODELS))}; "
@@ -83,10 +84,7 @@ def load_colmap(path, *, downscale=1, images=None, test_every=8, undistort=True,
 
     xyz = np.array([p.xyz for p in rec.points3D.values()], dtype=np.float32).reshape(-1, 3)
     rgb = np.array([p.color for p in rec.points3D.values()], dtype=np.float32).reshape(-1, 3) / 255.0
-    train, test = split_every(len(cams), test_every)
-    return Scene([cams[i] for i in train], [imgs[i] for i in train],
-                 [cams[i] for i in test], [imgs[i] for i in test],
-                 points=torch.from_numpy(xyz), point_colors=torch.from_numpy(rgb), name=root.name,
+    return Scene(*views, points=torch.from_numpy(xyz), point_colors=torch.from_numpy(rgb), name=root.name, only=only,
                  meta={"kind": "colmap", "path": str(root), "downscale": downscale, "images": images})
 
 

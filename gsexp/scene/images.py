@@ -86,6 +86,26 @@ def split_every(n: int, test_every) -> tuple[list[int], list[int]]:
     return [i for i in range(n) if not is_test[i]], [i for i in range(n) if is_test[i]]
 
 
+def load_views(load, items: list, test_every, only: str | None = None) -> tuple[list, list, list, list]:
+    """(train cameras, train images, test cameras, test images) from load(item) -> (camera, image),
+    item i a test view when i % test_every == 0. only="train" | "test" reads that split's images
+    alone and leaves the other split empty: evaluating test views needs no training image."""
+    check_only(only)
+    train, test = split_every(len(items), test_every)
+    wanted = sorted((train if only != "test" else []) + (test if only != "train" else []))
+    loaded = dict(zip(wanted, parallel_map(load, [items[i] for i in wanted])))
+
+    def pick(indices):
+        views = [loaded[i] for i in indices if i in loaded]
+        return [c for c, _ in views], [img for _, img in views]
+    return (*pick(train), *pick(test))
+
+
+def check_only(only) -> None:
+    if only not in (None, "train", "test"):
+        raise ValueError(f"only must be 'train', 'test' or None (both splits), got {only!r}")
+
+
 def read_json(path) -> dict:
     """Parse a JSON file; missing file / bad syntax raise errors that name the file."""
     path = Path(path)

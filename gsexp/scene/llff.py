@@ -9,14 +9,15 @@ import torch
 from gsexp.scene.camera import Camera, Scene
 from gsexp.scene.colmap import read_points3d
 from gsexp.scene.images import (
-    check_downscale, downscaled_size, parallel_map, read_image, resize_area, split_every,
+    check_downscale, downscaled_size, load_views, read_image, resize_area,
 )
 
 EXTENSIONS = (".png", ".jpg", ".jpeg")
 
 
-def load_llff(path, *, downscale=8, test_every=8) -> Scene:
-    """Load an LLFF scene; images sorted by name, i % test_every == 0 are test views.
+def load_llff(path, *, downscale=8, test_every=8, only=None) -> Scene:
+    """Load an LLFF scene; images sorted by name, i % test_every == 0 are test views (only="train"
+    | "test": that split's images alone, see images.load_views).
 
     Images come from images_{downscale} if present, else images/ resized by 1/downscale.
     poses_bounds.npy (LLFF's imgs2poses) is in COLMAP's world frame, so SfM points from
@@ -62,8 +63,7 @@ def load_llff(path, *, downscale=8, test_every=8) -> Scene:
         cam = Camera(w2c, focal * w / hwf_w, focal * h / hwf_h, w / 2, h / 2, w, h, name=f.stem)
         return cam, img
 
-    loaded = parallel_map(load, range(len(poses)))
-    cams, imgs = [c for c, _ in loaded], [i for _, i in loaded]
+    views = load_views(load, list(range(len(poses))), test_every, only)
 
     points = colors = None
     for name in ("points3D.bin", "points3D.txt"):
@@ -72,9 +72,6 @@ def load_llff(path, *, downscale=8, test_every=8) -> Scene:
             points, colors = torch.from_numpy(xyz), torch.from_numpy(rgb.astype(np.float32) / 255.0)
             break
 
-    train, test = split_every(len(cams), test_every)
-    return Scene([cams[i] for i in train], [imgs[i] for i in train],
-                 [cams[i] for i in test], [imgs[i] for i in test],
-                 points=points, point_colors=colors, name=root.name,
+    return Scene(*views, points=points, point_colors=colors, name=root.name, only=only,
                  meta={"kind": "llff", "path": str(root), "downscale": downscale,
                        "near": float(bounds.min()), "far": float(bounds.max())})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gsexp.scene.camera import Camera, Scene
 from gsexp.scene.images import (
-    IMAGE_EXTENSIONS, check_downscale, downscaled_size, fit_camera, opengl_to_w2c, parallel_map,
+    IMAGE_EXTENSIONS, check_downscale, downscaled_size, fit_camera, load_views, opengl_to_w2c,
     read_image, read_json, resize_area, split_every,
 )
 
@@ -15,12 +15,12 @@ INTRINSIC_KEYS = ("fl_x", "fl_y", "cx", "cy", "w", "h", "camera_angle_x", "camer
 DISTORTION_KEYS = ("k1", "k2", "k3", "k4", "p1", "p2")
 
 
-def load_transforms(path, *, downscale=1, background=(1.0, 1.0, 1.0), test_every=8) -> Scene:
+def load_transforms(path, *, downscale=1, background=(1.0, 1.0, 1.0), test_every=8, only=None) -> Scene:
     """Load `path`/transforms.json (or `path` itself if it is a .json file).
 
     Intrinsics may be global or per frame (per frame wins); frames whose image is missing are
     skipped with one warning. Frame i of the loaded ones is a test view when i % test_every == 0
-    (test_every=0: no test views).
+    (test_every=0: no test views). only="train" | "test": that split's images alone (images.load_views).
     """
     check_downscale(downscale)
     path = Path(path)
@@ -60,19 +60,15 @@ def load_transforms(path, *, downscale=1, background=(1.0, 1.0, 1.0), test_every
         if not found:
             raise FileNotFoundError(f"{file}: all {msg}; check file_path entries and the image folder")
         warnings.warn(f"load_transforms: skipped {msg}")
-    loaded = parallel_map(load, found)
-    cams, imgs = [c for c, _ in loaded], [i for _, i in loaded]
+    views = load_views(load, found, test_every, only)
+    if not split_every(len(found), test_every)[0]:
+        raise ValueError(f"{file}: with test_every={test_every} all {len(found)} frames are test "
+                         "views; raise test_every or pass test_every=0")
     if any(float(f.get(key, data.get(key)) or 0) != 0 for f in frames for key in DISTORTION_KEYS):
         warnings.warn(f"load_transforms: {file} has lens distortion (k1/k2/p1/p2...); it is ignored, "
                       "so use undistorted images for accurate results")
 
-    train, test = split_every(len(cams), test_every)
-    if not train:
-        raise ValueError(f"{file}: with test_every={test_every} all {len(cams)} frames are test "
-                         "views; raise test_every or pass test_every=0")
-    return Scene([cams[i] for i in train], [imgs[i] for i in train],
-                 [cams[i] for i in test], [imgs[i] for i in test],
-                 background=tuple(background), name=file.parent.name,
+    return Scene(*views, background=tuple(background), name=file.parent.name, only=only,
                  meta={"kind": "transforms", "path": str(file), "downscale": downscale})
 
 

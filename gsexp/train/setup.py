@@ -78,6 +78,7 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     compression.setup(params, optimizers)  # e.g. the mask's own parameters
     strategy = make_strategy(cfg.strategy.name, scene_extent=scene.extent,
                              white_background=all(c >= 1.0 for c in scene.background),
+                             training_pixels=sum(c.width * c.height for c in scene.train_cameras),
                              **OmegaConf.to_container(cfg.strategy.options, resolve=True)).scaled(cfg.iterations)
     run = Run(cfg, settings, device, scene, [im.to(device) for im in scene.train_images], params, optimizers,
               compression, strategy, strategy.initial_state())
@@ -117,7 +118,8 @@ def seed_everything(seed: int):
     torch.manual_seed(seed)
 
 
-def load_data(cfg: DictConfig):
+def load_data(cfg: DictConfig, only: str | None = None):
+    """The scene of cfg.data; only="train" | "test" reads that split's images alone."""
     d = cfg.data
     options = dict(d.options)
     if d.kind in ("blender", "transforms", "synthetic"):
@@ -126,7 +128,7 @@ def load_data(cfg: DictConfig):
         options["test_every"] = d.test_every
     if d.kind != "synthetic":
         options["downscale"] = d.downscale
-    return load_scene(d.kind, d.path, **options)
+    return load_scene(d.kind, d.path, only=only, **options)
 
 
 def initial_gaussians(cfg: DictConfig, scene, ply: Gaussians | None = None) -> Gaussians:

@@ -35,10 +35,13 @@ class Strategy:
     scene_extent: the scene's radius (world units), set by the caller for every strategy;
     thresholds given relative to the scene size use it. white_background: whether the scene
     is composited on white (set by the caller; 3DGS treats such scenes slightly differently).
+    training_pixels: the pixels of all training views (set by the caller; 0 = unknown), the
+    default bound on the number of Gaussians.
     """
 
     scene_extent: float = 1.0
     white_background: bool = False
+    training_pixels: int = 0
 
     # Step-count fields that `scaled` rescales, and which of them are intervals (kept >= 1).
     SCHEDULE_FIELDS: ClassVar[tuple[str, ...]] = ()

@@ -1,6 +1,7 @@
 """Adaptive density control of the original 3DGS (Kerbl et al. 2023)."""
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -11,6 +12,7 @@ from gsexp.gaussians import surgery
 from gsexp.train.strategy.base import Strategy
 
 STATS = ("grad2d", "count", "max_radii")
+log = logging.getLogger("gsexp.train")
 
 
 @dataclass
@@ -32,6 +34,9 @@ class DefaultStrategy(Strategy):
     and on white-background scenes once more at refine_start, as 3DGS does.
     Steps are the caller's iteration counter; defaults are 3DGS's for 30k iterations
     (`scaled(total)` rescales them). `scene_extent` must be set by the caller.
+    max_gaussians (None: one per training pixel, none when training_pixels is unknown) bounds the
+    count that clone and split may reach: past it only the highest-gradient candidates that fit
+    are refined, and a warning says so once. More Gaussians than pixels only fit noise.
     """
 
     grad_threshold: float = 0.0002
@@ -45,6 +50,7 @@ class DefaultStrategy(Strategy):
     refine_stop: int = 15_000
     refine_every: int = 100
     reset_every: int = 3000
+    max_gaussians: int | None = None
 
     SCHEDULE_FIELDS: ClassVar[tuple[str, ...]] = ("refine_start", "refine_stop", "refine_every", "reset_every")
     INTERVAL_FIELDS: ClassVar[tuple[str, ...]] = ("refine_every", "reset_every")
@@ -52,7 +58,7 @@ class DefaultStrategy(Strategy):
     def initial_state(self) -> dict:
         # Sized lazily on the first step (N and device come from the params).
         return {"grad2d": torch.zeros(0), "count": torch.zeros(0), "max_radii": torch.zeros(0),
-                "n_cloned": 0, "n_split": 0, "n_pruned": 0}
+                "n_cloned": 0, "n_split": 0, "n_pruned": 0, "capped": 0}
 
     def step_post_backward(self, params, optimizers, state, step, out, width, height, lr=None):
         if step >= self.refine_stop:
@@ -102,6 +108,9 @@ class DefaultStrategy(Strategy):
         grads = state["grad2d"] / state["count"].clamp_min(1)
         high = grads >= self.grad_threshold
         small = params["log_scales"].max(dim=1).values <= math.log(self.percent_dense * self.scene_extent)
+        cap = self.max_gaussians if self.max_gaussians is not None else (self.training_pixels or None)
+        if cap is not None:
+            high = self._within_cap(high, small, grads, cap, state)
         clone, split = high & small, high & ~small
         surgery.duplicate(params, optimizers, clone, state)
         split = torch.cat([split, split.new_zeros(int(clone.sum()))])  # clones are not split
@@ -117,6 +126,23 @@ class DefaultStrategy(Strategy):
         state.update(n_cloned=int(clone.sum()), n_split=int(split.sum()), n_pruned=int(prune.sum()))
         for key in STATS:
             state[key].zero_()
+
+    def _within_cap(self, high, small, grads, cap: int, state: dict) -> torch.Tensor:
+        """`high` less its lowest-gradient candidates, so that clones (one new Gaussian each)
+        and splits (split_n - 1 each) keep the count within `cap`."""
+        cost = torch.where(small, 1, self.split_n - 1) * high
+        room = cap - len(grads)
+        if int(cost.sum()) <= room:
+            return high
+        if not state.get("capped"):
+            log.warning(f"densification reached its cap of {cap:,} Gaussians (strategy.options.max_gaussians; "
+                        "default: one per training pixel): only the highest-gradient ones are cloned or split "
+                        "from now on; raise it if the scene needs more")
+        state["capped"] = 1
+        order = torch.argsort(torch.where(high, grads, -1.0), descending=True)
+        fits = torch.zeros_like(high)
+        fits[order] = torch.cumsum(cost[order], 0) <= max(room, 0)
+        return high & fits
 
 
 def _fused_stats(grad: torch.Tensor, radii: torch.Tensor, half_w: float, half_h: float, state: dict) -> bool:
