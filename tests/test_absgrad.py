@@ -57,3 +57,44 @@ def test_absgrad_needs_the_exact_backward():
         assert make_settings(name, absgrad=True).absgrad
         with pytest.raises(InvalidCombination, match="absgrad needs backward=exact"):
             make_settings(name, absgrad=True, backward="gemm_tf32")
+
+
+def test_default_strategy_with_absgrad_grows_on_the_absolute_sums():
+    """strategy.options.absgrad: the accumulated statistic is out.means2d_absgrad (NDC-scaled as
+    the plain one), compared against 4 x grad_threshold unless absgrad_threshold is given."""
+    from gsexp.train.strategy.default import DefaultStrategy
+
+    g, cam = random_scene(5, 40, 20, 16, 1)
+    out = render(g.map(lambda t: t.requires_grad_()), cam, absgrad=True)
+    out.image.sum().backward()
+    params = {"means": g.means}
+    stats = {}
+    for absgrad in (False, True):
+        strategy = DefaultStrategy(absgrad=absgrad, scene_extent=1.0)
+        state = strategy.initial_state()
+        strategy._accumulate(params, state, out, cam.width, cam.height)
+        stats[absgrad] = state["grad2d"]
+    half = torch.tensor([cam.width / 2, cam.height / 2])
+    visible = out.radii > 0
+    assert torch.allclose(stats[True], torch.where(visible, (out.means2d_absgrad * half).norm(dim=1), 0.0))
+    assert (stats[True] >= stats[False] - 1e-6).all() and (stats[True] > stats[False] + 1e-6).any()
+    assert DefaultStrategy(grad_threshold=2e-4).threshold == 2e-4
+    assert DefaultStrategy(grad_threshold=2e-4, absgrad=True).threshold == pytest.approx(8e-4)
+    assert DefaultStrategy(absgrad=True, absgrad_threshold=1e-3).threshold == 1e-3
+
+
+def test_training_with_absgrad_renders_with_the_switch(tmp_path):
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    from gsexp.config import validate
+    from gsexp.train.setup import setup
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base=None):
+        cfg = compose("train", overrides=["strategy.options.absgrad=true", "data.options.num_gaussians=100",
+                                          "data.options.num_views=4", "data.options.width=16",
+                                          "data.options.height=16", "logger=none", "device=cpu"])
+    run = setup(validate(cfg), tmp_path)
+    assert run.settings.absgrad and run.strategy.absgrad

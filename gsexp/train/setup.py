@@ -80,6 +80,8 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
                              white_background=all(c >= 1.0 for c in scene.background),
                              training_pixels=sum(c.width * c.height for c in scene.train_cameras),
                              **OmegaConf.to_container(cfg.strategy.options, resolve=True)).scaled(cfg.iterations)
+    if getattr(strategy, "absgrad", False):  # AbsGS's statistic comes from the rasterizer's backward
+        settings = settings.replace(absgrad=True)
     run = Run(cfg, settings, device, scene, [im.to(device) for im in scene.train_images], params, optimizers,
               compression, strategy, strategy.initial_state())
     run.pairs = PairBudget(cfg.pair_capacity and settings.backend == "cuda")
