@@ -185,3 +185,17 @@ def test_training_caps_the_default_strategy_at_its_pixels(tmp_path):
     assert run.strategy.training_pixels == len(run.scene.train_cameras) * 32 * 32 and run.strategy.max_gaussians is None
     run = setup(validate(compose_train(tiny + ["strategy.options.max_gaussians=500"])), tmp_path)
     assert run.strategy.max_gaussians == 500
+
+
+def test_a_short_run_at_kerbls_threshold_does_not_explode(tmp_path):
+    """Issue 37 item 6's cause: the refine interval scaled with the run (4 steps at 1,200, 1 at
+    200) left no steps between refines to lower the gradients, so every refine grew again. With the
+    interval kept at 3DGS's 100, a 200-step run at Kerbl's 0.0002 refines once (at step 100): at most
+    one clone or split per Gaussian. Before, it refined every step from step 3 and grew to its cap."""
+    from test_train_run import run_train, summaries
+
+    run_train(["data.options.width=32", "data.options.height=32", "data.options.num_views=8",
+               "data.options.num_gaussians=300", "data.options.num_points=200", "logger=none",
+               "eval_lpips=false", "iterations=200", "data.densify_grad_threshold=0.0002"], tmp_path)
+    ((_, summary),) = summaries(tmp_path).items()
+    assert summary["status"] == "ok" and 0 < summary["num_gaussians"] <= 2 * 200

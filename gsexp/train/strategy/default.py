@@ -60,6 +60,7 @@ class DefaultStrategy(Strategy):
 
     SCHEDULE_FIELDS: ClassVar[tuple[str, ...]] = ("refine_start", "refine_stop", "refine_every", "reset_every")
     INTERVAL_FIELDS: ClassVar[tuple[str, ...]] = ("refine_every", "reset_every")
+    FLOOR_FIELDS: ClassVar[tuple[str, ...]] = ("refine_every",)
 
     @property
     def threshold(self) -> float:

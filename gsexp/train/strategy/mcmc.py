@@ -40,6 +40,7 @@ class MCMCStrategy(Strategy):
 
     SCHEDULE_FIELDS: ClassVar[tuple[str, ...]] = ("refine_start", "refine_stop", "refine_every")
     INTERVAL_FIELDS: ClassVar[tuple[str, ...]] = ("refine_every",)
+    FLOOR_FIELDS: ClassVar[tuple[str, ...]] = ("refine_every",)
 
     def initial_state(self) -> dict:
         return {"n_relocated": 0, "n_added": 0}
