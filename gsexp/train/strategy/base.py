@@ -87,8 +87,8 @@ class Strategy:
         never go below their reference value: it still refines every 100 steps. A shorter interval
         leaves the optimiser too few steps between refines to lower the gradients, so each refine
         grows again: at 1,200 steps the scaled interval of 4 took the synthetic scene from 1,000 to
-        9,476 Gaussians by step 50 (issue 37's beer at 160x90, 465 -> 188,470 by step 315, was a
-        run of that length: refined every 4 steps from step 20).
+        9,476 Gaussians by step 50 (issue 37; its beer at 160x90, 465 -> 188,470 by step 315,
+        was not re-run).
         """
         if total_iterations <= 0:
             raise ValueError(f"{type(self).__name__}.scaled: total_iterations must be positive, "
