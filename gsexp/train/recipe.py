@@ -184,7 +184,7 @@ def finish(run: Run, run_dir: Path, logger, lpips_net) -> dict:
     if arrays is None:
         size_mb = ply.stat().st_size / 2**20
     return {"psnr": result["psnr"], "ssim": result["ssim"], "lpips": result["lpips"],
-            "per_view": result["per_view"], "eval_views": len(result["per_view"]),  # 25 of lego's 200: a quick mode
+            "per_view": result["per_view"], "eval_views": len(result["per_view"]),  # every test view the scene has (staged lego: 25 of 200)
             "num_gaussians": len(run.params["means"]),
             "iterations": iterations, "size_mb": size_mb, "render_ms": result["render_ms"],
             "stage_ms": result["stage_ms"], "uncompressed": uncompressed}
