@@ -111,3 +111,29 @@ def test_score_refuses_a_missing_or_wrong_sized_render(tmp_path):
     Image.fromarray(np.zeros((8, 64, 3), np.uint8)).save(renders / "r_1.webp", lossless=True)
     with pytest.raises(ValueError, match="r_1"):
         score.score(renders, scene, truth)
+
+
+def test_one_backbone_per_call_and_the_table_joins_them(tmp_path, capsys):
+    """score.py --nets scores LPIPS on the backbones named (a GPU call carries one's weights);
+    table.py joins each run's per-backbone folders into one row."""
+    write_rgba_blender(tmp_path)
+    renders = tmp_path / "peers" / "renders" / "main_r1"
+    renders.mkdir(parents=True)
+    for i in range(2):
+        Image.fromarray(np.full((64, 64, 3), 200, np.uint8)).save(renders / f"r_{i}.png")
+    for net in score.NETS:
+        out = tmp_path / "peers" / f"scores_{net}" / "main_r1.json"
+        out.parent.mkdir()
+        assert score.main([str(renders), "blender", str(tmp_path), "--nets", net, "--out", str(out)]) == 0
+        assert [k for k in json.loads(out.read_text())["mean"] if k.startswith("lpips")] == [f"lpips_{net}"]
+    with pytest.raises(SystemExit):
+        score.main([str(renders), "blender", str(tmp_path), "--nets", "squeeze"])
+    assert "--nets: unknown backbone(s) ['squeeze']" in capsys.readouterr().err
+
+    import table
+    (tmp_path / "peers" / "runs").mkdir()
+    (tmp_path / "peers" / "runs" / "main_r1.json").write_text(json.dumps({"train_seconds": 12.5, "num_gaussians": 7}))
+    (row,) = table.rows(tmp_path / "peers")
+    assert row["trainer"] == "main" and row["round"] == "1" and row["views"] == 2
+    assert {"psnr", "ssim", "lpips_vgg", "lpips_alex"} <= row.keys()
+    assert "| main | 1 | 12.5 | 7 |" in table.markdown([row])

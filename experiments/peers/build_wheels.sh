@@ -32,11 +32,18 @@ build() {
     echo "build_wheels.sh: needs Python 3.12 with torch 2.11.0+cu130 (PY=...; here e.g. python3.12 -m venv /tmp/py312;" \
          "/tmp/py312/bin/pip install torch==2.11.0 numpy ninja rich jaxtyping setuptools wheel)" >&2; exit 2; }
   export TORCH_CUDA_ARCH_LIST=9.0 CUDA_ARCHITECTURES=90 MAX_JOBS=${MAX_JOBS:-$(nproc)}
+  # gsplat's own build switch: 3DGUT's forward kernels (with_ut=True, unused by 3DGS training or
+  # rasterization()'s defaults) take over 20 min each in cicc here; the 3DGS kernels are the same
+  export BUILD_3DGUT=${BUILD_3DGUT:-0}
+  local inc; inc=$("$py" -c 'import nvidia, os; print(os.path.join(nvidia.__path__[0], "cu13", "include"))' 2>/dev/null)
+  if [ -f "$inc/cusparse.h" ] && [ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cusparse.h" ]; then
+    export CPATH="$inc${CPATH:+:$CPATH}"   # a CUDA without cuSPARSE's headers (here): torch's wheel has them
+  fi
   for pkg in fused-ssim gsplat; do
     echo "[$(date +%T)] building $pkg"
     (cd "$src/$pkg" && nice -n 10 "$py" -m pip wheel -q --no-build-isolation --no-deps -w "$out" .)
   done
-  cp "$src/commits.env" "$out/"
+  cp "$src/commits.env" "$out/"; echo "BUILD_3DGUT=$BUILD_3DGUT" >> "$out/commits.env"
   ls -la "$out"
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The render tables of the peer study (experiments/peers/README.md), one GPU session, staged by
 # `bash experiments/peers/stage.sh train`. Calls chained with no gap, as session.sh:
-#   source .device/env.sh; setsid nohup bash experiments/peers/render_session.sh > /tmp/render.log 2>&1 < /dev/null & bash experiments/peers/session.sh wait 560
+#   source .device/env.sh; setsid nohup bash experiments/peers/render_session.sh > /tmp/render.log 2>&1 < /dev/null & bash experiments/peers/session.sh wait 560 "render session done"
 # A trained lego (experiment=lego_fast) and the scale study's models grown from it (1, 3, 6 M),
 # then biker and those at 1080p and 4K: gsexp vanilla + accutile (fp32) and tc_gs + accutile
 # (fp16) against gsplat main (rasterization() defaults) and main's HiGS renderer in one process,
@@ -14,6 +14,9 @@ log "render session start"
 bash experiments/peers/session.sh install > /dev/null
 source .device/peer_whl/commits.env; export GSPLAT_COMMIT
 export LEGO=/tmp/lego W_SCALE=/tmp/scale
+if [ -f $W/runs/gsexp_r1/point_cloud.ply ] && [ ! -f $W_SCALE/runs/base/point_cloud.ply ]; then
+  mkdir -p $W_SCALE/runs/base && cp $W/runs/gsexp_r1/point_cloud.ply $W_SCALE/runs/base/   # session.sh's lego
+fi
 SIZES=${SIZES:-"1M 3M 6M"} TRAIN_SIZES="" W=$W_SCALE bash experiments/scale/run.sh base models > $W/models.log 2>&1
 log "lego base + models rc=$?"
 cp $W_SCALE/runs/base/point_cloud.ply $W_SCALE/models/lego_base.ply
@@ -21,6 +24,10 @@ OURS=vanilla:intersect=accutile,tc_gs:intersect=accutile
 for v in main v153; do
   site=/tmp/peer_main; peers=gsplat,gsplat_higs
   [ $v = v153 ] && { site=/tmp/peer_153; peers=gsplat; }
+  if [ $v = main ] && ! PYTHONPATH=$site:$PYTHONPATH python -m gsexp.bench --ply .device/biker.compressed.ply \
+       --width 320 --height 240 --num-cameras 1 --warmup 1 --frames 1 --rasterizers gsplat_higs > $W/higs_check.log 2>&1; then
+    peers=gsplat; log "main: HiGS failed its first render, left out ($(tail -n 1 $W/higs_check.log))"
+  fi
   out=$W/render_$v; mkdir -p $out
   PYTHONPATH=$site:$PYTHONPATH RASTERIZERS=$OURS,$peers RENDER_DIR=$out SIZES="base ${SIZES:-1M 3M 6M}" \
     W=$W_SCALE bash experiments/scale/run.sh render > $out/scale.log 2>&1
@@ -32,4 +39,4 @@ for v in main v153; do
     log "$v: biker $r rc=$?"
   done
 done
-log done
+log "render session done"

@@ -70,7 +70,7 @@ def read_render(folder: Path, name: str) -> torch.Tensor:
     raise FileNotFoundError(f"no render {stem}.png or {stem}.webp in {folder}")
 
 
-def score(renders: Path, scene, truth: list[torch.Tensor], device="cpu") -> dict:
+def score(renders: Path, scene, truth: list[torch.Tensor], device="cpu", nets=NETS) -> dict:
     names = image_names(scene.test_cameras)
     rows = []
     for name, ref in zip(names, truth):
@@ -81,7 +81,7 @@ def score(renders: Path, scene, truth: list[torch.Tensor], device="cpu") -> dict
         with torch.no_grad():
             row = {"view": Path(name).stem, "psnr": metrics.psnr(img, ref).item(),
                    "ssim": metrics.ssim(img, ref).item()}
-            row |= {f"lpips_{net}": metrics.lpips(img, ref, net=net).item() for net in NETS}
+            row |= {f"lpips_{net}": metrics.lpips(img, ref, net=net).item() for net in nets}
         rows.append(row)
     keys = [k for k in rows[0] if k != "view"]
     mean = {k: sum(r[k] for r in rows) / len(rows) for k in keys}
@@ -96,17 +96,22 @@ def main(argv=None) -> int:
     p.add_argument("--option", action="append", default=[], help="a loader option, key=value (repeatable)")
     p.add_argument("--out", type=Path, help="write the scores as JSON here")
     p.add_argument("--label", default="", help="a name for the row printed last")
+    p.add_argument("--nets", default=",".join(NETS),
+                   help="LPIPS backbones, comma-separated (a GPU call may carry one's weights)")
     a = p.parse_args(argv)
     options = dict(parse_option(o) for o in a.option)
     scene = load_scene(a.kind, a.path, **options)
     truth = ground_truth(a.kind, a.path, scene, options)
-    result = score(a.renders, scene, truth, "cuda" if torch.cuda.is_available() else "cpu")
+    nets = tuple(n for n in a.nets.split(",") if n)
+    if unknown := set(nets) - set(NETS):
+        p.error(f"--nets: unknown backbone(s) {sorted(unknown)}; choose from {', '.join(NETS)}")
+    result = score(a.renders, scene, truth, "cuda" if torch.cuda.is_available() else "cpu", nets)
     result["renders"], result["label"] = str(a.renders), a.label
     if a.out:
         a.out.write_text(json.dumps(result, indent=1))
     m = result["mean"]
     print(f"| {a.label or a.renders} | {result['views']} | {m['psnr']:.2f} | {m['ssim']:.4f} | "
-          f"{m['lpips_vgg']:.4f} | {m['lpips_alex']:.4f} |")
+          + " | ".join(f"{net} {m[f'lpips_{net}']:.4f}" for net in nets) + " |")
     return 0
 
 

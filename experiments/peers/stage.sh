@@ -4,7 +4,8 @@
 #                                              # (lossless WebP), the 200 test cameras, the wheels
 #                                              # (gsexp's, gsplat main + fused-ssim, gsplat 1.5.3)
 #   bash experiments/peers/stage.sh truth      # .device_gt1, .device_gt2: lego's 200 test images
-#                                              # in two halves (~29 MiB each), one per later call
+#                                              # in two halves (~29 MiB each), one per later call;
+#                                              # LPIPS's backbones: AlexNet in gt2, VGG in .device_w
 # The peers' wheels come from build_wheels.sh (PEER_WHEELS, default .peer_wheels/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,6 +45,11 @@ PY
     python experiments/webp_stage.py pack /tmp/gt_half "$dst"
   done
   rm -rf /tmp/gt_half
+  # LPIPS's ImageNet backbones for score.py (no downloads there): AlexNet rides with the second
+  # half, VGG (56 MiB) needs a call of its own
+  W8=${GSEXP_SHARED:-../shared}/weights
+  mkdir -p .device_gt2/weights && cp "$W8"/alexnet_features_imagenet.pth .device_gt2/weights/
+  rm -rf .device_w && mkdir -p .device_w && cp "$W8"/vgg16_features_imagenet.pth .device_w/
   ;;
 *) echo "usage: bash experiments/peers/stage.sh train|truth" >&2; exit 2 ;;
 esac
