@@ -52,8 +52,9 @@ def test_readme_train_line_composes_in_every_cell(line, tmp_path):
     (tmp_path / "model.ply").touch()
     args = [a.replace("run/point_cloud.ply", str(tmp_path / "model.ply")).replace("scenes/mine", str(tmp_path / "mine"))
             for a in args]
-    for cell in cells(args):
+    jobs = cells(args)
+    for cell in jobs:
         cfg = compose(force_rasterizer_switches(quote_paths(cell)), "train")
         with open_dict(cfg):
             cfg.pop("hydra")  # train.py's cfg, as @hydra.main hands it over
-        validate(cfg, sweep=len(cells(args)) > 1)
+        validate(cfg, sweep=len(jobs) > 1)

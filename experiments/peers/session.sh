@@ -13,8 +13,9 @@
 # to 8-bit PNGs. truth: unpacks a half of the 200 test images; with both halves there, scores
 # every render folder with score.py (the same script and files for every trainer).
 set -u
-W=/tmp/peers; mkdir -p $W/runs $W/renders $W/scores
+W=/tmp/peers; mkdir -p $W/runs $W/renders
 log() { echo "[$(date +%T)] $*" | tee -a $W/steps.log; }
+pip_target() { python3 -m pip install -q --no-index --no-deps --no-compile --target "$1" "${@:2}" > $W/pip_$(basename "$1").log 2>&1; }
 ROUNDS=${ROUNDS:-1}   # 2 where the device time allows (the issue asks 2)
 TRAINERS=${TRAINERS:-"gsexp main v153"}
 ITERS=${ITERS:-30000}
@@ -57,13 +58,11 @@ install-main)  # gsplat main + fused-ssim: built here from the staged sources wh
     PY=python3 bash experiments/peers/build_wheels.sh build /tmp/peer_src .device/peer_whl > $W/build_peers.log 2>&1
     log "install: gsplat main + fused-ssim built here rc=$?"
   fi
-  [ -d /tmp/peer_main ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peer_main \
-    .device/peer_whl/gsplat-1.6.0-*.whl .device/peer_whl/fused_ssim-*.whl > $W/pip_main.log 2>&1
+  [ -d /tmp/peer_main ] || pip_target /tmp/peer_main .device/peer_whl/gsplat-1.6.0-*.whl .device/peer_whl/fused_ssim-*.whl
   exit 0 ;;
 install)  # the peers side by side (two versions cannot share one site), lego, gsexp's build
   [ -n "${SKIP_MAIN:-}" ] || bash experiments/peers/session.sh install-main
-  [ -d /tmp/peer_153 ] || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peer_153 \
-    .device/peer_whl/gsplat-1.5.3-*.whl .device/peer_whl/fused_ssim-*.whl > $W/pip_153.log 2>&1
+  [ -d /tmp/peer_153 ] || pip_target /tmp/peer_153 .device/peer_whl/gsplat-1.5.3-*.whl .device/peer_whl/fused_ssim-*.whl
   [ -d /tmp/lego ] || python experiments/webp_stage.py unpack .device/lego_webp /tmp/lego > $W/unpack.log 2>&1
   [ -n "${SKIP_GSEXP:-}" ] && exit 0
   python -c "from gsexp.render.cuda import build; build.load()" > $W/build.log 2>&1; log "install: gsexp build rc=$?"
