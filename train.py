@@ -3,7 +3,7 @@
 The recipe lives in gsexp/train/recipe.py; this file wires Hydra, validation, tracking and
 the failure policy: a failed job writes summary.json with status 'failed' and the error;
 inside a multirun the other jobs go on, a single run exits non-zero. Inputs (scene, PLY,
-checkpoint) are read before anything is written. Ctrl+C, SIGTERM or SIGUSR1 checkpoint the last
+checkpoint) are read before anything is written. Ctrl+C, SIGTERM, SIGUSR1 or SIGUSR2 checkpoint the last
 finished step, write status 'interrupted' and print the command that continues the run.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import sys
 import time
 import traceback
@@ -51,21 +52,45 @@ def main(cfg: DictConfig):
     run_dir = Path(hc.runtime.output_dir)
     overrides = list(hc.overrides.task)
     sweep = hc.mode == RunMode.MULTIRUN
-    with interrupt.handled():  # Ctrl+C, SIGTERM, SIGUSR1: checkpoint, record, say how to go on
+    requeue = False
+    with interrupt.handled():  # Ctrl+C, SIGTERM, SIGUSR1/2: checkpoint, record, say how to go on
         try:
             return start(cfg, hc, run_dir, overrides, sweep)
         except Interrupted as stop:
             print(stop_line(run_dir, stop, overrides, sweep), file=sys.stderr)
             if sweep and "SUBMITIT_FOLDER" in os.environ:
-                # a job in a process of its own (SLURM, submitit_local): the job stops, its sweep goes
-                # on, and the launcher learns of its end only from a returned result
-                return read_summary(run_dir) or {"status": "interrupted", "signal": stop.name}
-            raise SystemExit(stop.exit_code)  # in a local multirun too: the user stops the whole sweep
+                if stop.signum == submitit_warning() and "SLURM_JOB_ID" in os.environ:
+                    requeue = True  # below, once submitit's handler is back
+                else:
+                    # a job in a process of its own (SLURM, submitit_local): the job stops, its sweep
+                    # goes on, and the launcher learns of its end only from a returned result
+                    return read_summary(run_dir) or {"status": "interrupted", "signal": stop.name}
+            else:
+                raise SystemExit(stop.exit_code)  # in a local multirun too: the user stops the whole sweep
+    # SLURM's warning before preemption or the time limit (submitit's sbatch --signal=USR2@90):
+    # the run is checkpointed; submitit's own handler requeues the job, and the job's next start
+    # resumes (requeued() below). A preemption is requeued always, a time limit up to
+    # hydra.launcher.max_num_timeout times.
+    if requeue:
+        signal.raise_signal(submitit_warning())
+
+
+def submitit_warning() -> int:
+    """The signal submitit has SLURM send before preemption or the time limit (SIGUSR2 unless
+    SUBMITIT_PREEMPT_SIGNAL names another, as submitit reads it)."""
+    return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), signal.SIGUSR2)
+
+
+def requeued() -> bool:
+    """This SLURM job ran before and was requeued (SLURM counts the restarts)."""
+    return int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0
 
 
 def start(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], sweep: bool):
     try:
         cfg = validate(cfg, sweep)
+        if requeued() and not cfg.resume:  # a requeued SLURM job continues where it was stopped
+            cfg.resume = "auto"
         check_machine(cfg)
         from gsexp.train.setup import load_inputs, resume_checkpoint  # heavy imports after the config is known good
 

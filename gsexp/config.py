@@ -13,7 +13,7 @@ from gsexp.errors import ConfigError, InvalidCombination
 from gsexp.render import settings as raster_settings
 
 DATA_KINDS = ("blender", "transforms", "llff", "colmap", "synthetic")
-STRATEGIES = ("default", "mcmc", "none")
+STRATEGIES = ("default", "budget", "mcmc", "none")
 COMPRESSIONS = ("none", "prune", "vq", "prune_vq", "mask")
 LOGGERS = ("wandb", "none")
 BACKGROUNDS = {"white": [1.0, 1.0, 1.0], "black": [0.0, 0.0, 0.0]}  # data.background=white
@@ -74,6 +74,15 @@ class ViewerConfig:
 
 
 @dataclass
+class ScheduleConfig:
+    resolution: str = "none"    # none | auto (from the images' spectra) | manual (downscales, steps)
+    max_downscale: float = 4.0  # auto: the first, coarsest level's image-size divisor
+    full_at: float = 0.5        # auto: full resolution from this fraction of iterations on
+    downscales: list = field(default_factory=list)  # manual: e.g. [4, 2, 1]
+    steps: list = field(default_factory=list)       # manual: their start steps in a 30k run, e.g. [0, 3000, 8000]
+
+
+@dataclass
 class TrainConfig:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -84,6 +93,7 @@ class TrainConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     viewer: ViewerConfig = field(default_factory=ViewerConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     name: Optional[str] = None
     iterations: int = 3000
     seed: int = 0
@@ -143,6 +153,24 @@ def named_background(cfg: DictConfig) -> DictConfig:
     return OmegaConf.merge(cfg, {"data": {"background": BACKGROUNDS[name.lower()]}})
 
 
+def check_schedule(sc, need) -> None:
+    from gsexp.train.resolution import MODES
+
+    need(sc.resolution in MODES, "schedule.resolution", f"{sc.resolution!r} is not one of {', '.join(MODES)}")
+    if sc.resolution == "auto":
+        need(sc.max_downscale >= 1, "schedule.max_downscale", f"must be >= 1 (an image-size divisor), got {sc.max_downscale}")
+        need(0 < sc.full_at <= 1, "schedule.full_at", f"must be in (0, 1] (a fraction of iterations), got {sc.full_at}")
+    if sc.resolution == "manual":
+        d, s = list(sc.downscales), list(sc.steps)
+        example = "e.g. schedule.downscales=[4,2,1] schedule.steps=[0,3000,8000]"
+        need(len(d) == len(s) > 0, "schedule.downscales",
+             f"manual needs downscales and steps of one length ({len(d)} and {len(s)} given), {example}")
+        need(s[0] == 0 and s == sorted(s) and len(set(s)) == len(s), "schedule.steps",
+             f"must start at 0 and rise, got {s}; {example}")
+        need(all(x >= 1 for x in d) and d[-1] == 1, "schedule.downscales",
+             f"divisors >= 1 that end at 1 (full resolution), got {d}; {example}")
+
+
 def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
     """Merge into the schema (unknown keys and wrong types fail here) and check values."""
     cfg = named_background(cfg)
@@ -188,6 +216,7 @@ def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
     need(raster.backend != "cuda" or merged.device != "cpu", "device",
          f"rasterizer={raster.name} runs on a GPU; set device=cuda (or auto), or use rasterizer=torch on the CPU")
     choice("strategy.name", STRATEGIES)
+    check_schedule(merged.schedule, need)
     choice("compress.name", COMPRESSIONS)
     if merged.compress.name != "none":
         from gsexp.compress import make_compression

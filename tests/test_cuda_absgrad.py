@@ -8,7 +8,7 @@ import torch
 
 from gsexp.render import make_settings, render
 from gsexp.render.settings import reference_of
-from render_helpers import cuda_scene, rel_error
+from render_helpers import assert_equal_up_to_atomics, cuda_scene, rel_error
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -44,5 +44,7 @@ def test_absgrad_leaves_the_cuda_gradients_alone():
         out = render(leaves, cam, make_settings("vanilla", absgrad=absgrad))
         (out.image.sum() + out.alpha.sum()).backward()
         grads.append([out.means2d.grad] + [t.grad for t in leaves.tensors().values()])
-    for a, b in zip(*grads):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)  # only the atomics' order differs
+    # only the atomics' order differs: elementwise, a cancelling sum moved 4e-4 relative on the
+    # H100 (2026-12-05), so the bound is the relative norm the other CUDA gradient tests use
+    for i, (a, b) in enumerate(zip(*grads)):
+        assert_equal_up_to_atomics(b, a, f"gradient {i}")

@@ -3,11 +3,11 @@ import math
 import pytest
 import torch
 
-from gsexp.gaussians import Gaussians, mean_knn_distance
+from gsexp.gaussians import Gaussians, knn_rms_distance
 from gsexp.gaussians.sh import C0, eval_sh
 
 
-def test_from_points_scale_is_log_mean_knn_distance():
+def test_from_points_scale_is_log_knn_rms_distance():
     # a 5x5x5 grid with spacing 0.1: every point's 3 nearest neighbours are 0.1 away
     axis = torch.arange(5) * 0.1
     pts = torch.stack(torch.meshgrid(axis, axis, axis, indexing="ij"), -1).reshape(-1, 3)
@@ -22,8 +22,8 @@ def test_knn_distance_against_brute_force():
     pts = torch.randn(300, 3, generator=torch.Generator().manual_seed(0))
     d = torch.cdist(pts, pts)
     d.fill_diagonal_(float("inf"))
-    expected = d.topk(3, largest=False).values.mean(1)
-    assert torch.allclose(mean_knn_distance(pts, 3), expected, atol=1e-5)
+    expected = d.topk(3, largest=False).values.pow(2).mean(1).sqrt()  # 3DGS's distCUDA2, then sqrt
+    assert torch.allclose(knn_rms_distance(pts, 3), expected, atol=1e-5)
 
 
 def test_dc_colour_round_trips_through_sh():
@@ -38,6 +38,7 @@ def test_random_init_stays_in_the_box():
     g = Gaussians.random(1000, (1.0, 2.0, 3.0), 0.5, generator=torch.Generator().manual_seed(1))
     assert ((g.means - torch.tensor([1.0, 2.0, 3.0])).abs() <= 0.5).all()
     assert len(g) == 1000 and g.sh_degree == 3
+    assert torch.allclose(g.sh[:, 0] * C0 + 0.5, torch.tensor(127 / 255))  # 3DGS's grey
 
 
 def test_shape_errors_name_the_field():
@@ -54,3 +55,23 @@ def test_sh_degree_of_inverts_num_sh_bases():
     for bad in (0, 2, 8, 25):
         with pytest.raises(ValueError, match="no SH degree"):
             sh_degree_of(bad)
+
+
+def test_scene_extent_is_the_training_cameras_and_lego_inits_in_3dgs_cube(tmp_path):
+    """3DGS (and gsplat's Blender parser) take the extent from the training cameras alone: the test
+    cameras must not steer the learning rates and thresholds. NeRF-synthetic's random init is 3DGS's
+    cube of half-size 1.3."""
+    from omegaconf import OmegaConf
+
+    from gsexp.scene import load_scene
+    from gsexp.scene.camera import camera_extent
+    from gsexp.train.setup import initial_gaussians
+
+    scene = load_scene("synthetic", num_gaussians=50, num_views=8, width=32, height=24, test_every=2, num_points=0)
+    assert scene.extent == pytest.approx(camera_extent(scene.train_cameras))
+    assert scene.extent != pytest.approx(camera_extent(scene.train_cameras + scene.test_cameras))
+    cfg = OmegaConf.create({"seed": 0, "model": {"init": "random", "num_random": 500, "random_radius": None,
+                                                 "sh_degree": 0, "init_opacity": 0.1}})
+    scene.meta["random_radius"] = 1.3  # what the blender loader sets
+    g = initial_gaussians(cfg, scene)
+    assert g.means.abs().max() <= 1.3 and g.means.abs().max() > 1.2

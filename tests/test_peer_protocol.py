@@ -91,6 +91,7 @@ def write_rgba_blender(root: Path, n: int = 2, size: int = 64) -> None:
 def test_blender_ground_truth_is_3dgs_float64_composite_truncated(tmp_path):
     write_rgba_blender(tmp_path)
     scene = load_scene("blender", tmp_path)
+    assert scene.meta["random_radius"] == 1.3  # 3DGS's random-init cube for NeRF-synthetic
     truth = score.ground_truth("blender", tmp_path, scene, {})
     for i, t in enumerate(truth):
         norm = np.asarray(Image.open(tmp_path / "test" / f"r_{i}.png")) / 255.0  # 3DGS's readImagesBlender
@@ -102,6 +103,7 @@ def test_blender_ground_truth_is_3dgs_float64_composite_truncated(tmp_path):
 def test_score_refuses_a_missing_or_wrong_sized_render(tmp_path):
     write_rgba_blender(tmp_path)
     scene = load_scene("blender", tmp_path)
+    assert scene.meta["random_radius"] == 1.3  # 3DGS's random-init cube for NeRF-synthetic
     truth = score.ground_truth("blender", tmp_path, scene, {})
     renders = tmp_path / "renders"
     renders.mkdir()
@@ -137,3 +139,43 @@ def test_one_backbone_per_call_and_the_table_joins_them(tmp_path, capsys):
     assert row["trainer"] == "main" and row["round"] == "1" and row["views"] == 2
     assert {"psnr", "ssim", "lpips_vgg", "lpips_alex"} <= row.keys()
     assert "| main | 1 | 12.5 | 7 |" in table.markdown([row])
+
+
+def test_render_table_orders_scenes_and_divides_by_our_rows(tmp_path):
+    """render_table.py: one row per bench JSON, biker before lego sizes, 1080p before 4K, and each
+    peer's ms divided by each of our two rows (above 1: gsexp faster)."""
+    import render_table
+
+    def bench(name, n, res, ms):
+        rows = [{"name": k, "e2e": {"median": v}} for k, v in ms.items()]
+        cfg = {"num_gaussians": n, "resolution": res, "device_name": "GPU", "torch": "2", "warmup": 5,
+               "frames": 10, "rounds": 3, "cameras": {"count": 4}}
+        (tmp_path / f"{name}_{res}.json").write_text(json.dumps({"config": cfg, "rasterizers": rows}))
+
+    ours = dict(zip(render_table.OURS, (2.0, 1.0)))
+    bench("lego_3M", 3_000_000, "3840x2160", ours | {"gsplat 1.6.0": 4.0, "HiGS": 0.5})
+    bench("lego_3M", 3_000_000, "1920x1080", ours | {"gsplat 1.6.0": 3.0, "HiGS": 0.5})
+    bench("biker", 152_746, "1920x1080", ours | {"gsplat 1.6.0": 1.0, "HiGS": 0.25})
+    lines = render_table.table(tmp_path)
+    body = [line for line in lines if line.startswith("| ") and "Gaussians" not in line]
+    assert [line.split(" | ")[:3] for line in body] == [
+        ["| biker", "152,746", "1920x1080"], ["| lego_3M", "3,000,000", "1920x1080"],
+        ["| lego_3M", "3,000,000", "3840x2160"]]
+    assert body[1].endswith("| 1.50× | 3.00× | 0.25× | 0.50× |")
+    assert render_table.table(tmp_path / "none") == [f"{tmp_path / 'none'}: no render JSON"]
+
+
+def test_profile_render_lists_where_a_frame_goes(synthetic, tmp_path, capsys):
+    """profile_render.py on the CPU profiles the torch reference's ops (on a GPU: the kernels)."""
+    import profile_render
+
+    save_ply(synthetic.meta["ground_truth"], tmp_path / "g.ply")
+    out = tmp_path / "p.json"
+    assert profile_render.main(["--ply", str(tmp_path / "g.ply"), "--width", "64", "--height", "48",
+                                "--num-cameras", "2", "--rasterizers", "torch", "--warmup", "1",
+                                "--frames", "2", "--json", str(out)]) == 0
+    rep = json.loads(out.read_text())["rasterizers"]["torch"]
+    assert rep["total_ms"] > 0 and rep["kernels"] == len(rep["top"]) > 3
+    assert "ms of CPU ops per frame" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        profile_render.main(["--ply", str(tmp_path / "missing.ply")])

@@ -111,3 +111,40 @@ def test_scancel_interrupts_and_resume_continues(slurm, tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "ok" and summary["attempts"] == 2 and summary["iterations"] == 150
     assert "resumed from step" in (run / "train.log").read_text()
+
+
+@pytest.mark.slow
+def test_preemption_signal_requeues_and_resumes(slurm, tmp_path):
+    """SLURM's warning before preemption (SIGUSR2, as submitit's sbatch --signal=USR2@90 has it
+    sent; here by scancel): the job checkpoints its last step, submitit requeues it, and the job's second start
+    resumes from that checkpoint by itself (no resume=auto given) and finishes; the launcher ends
+    with the finished result."""
+    sweep = tmp_path / "sweep"
+    launcher_args = [a if not a.startswith("hydra.launcher.timeout_min=") else "hydra.launcher.timeout_min=60"
+                     for a in slurm_launcher(slurm)]  # 60 min: submitit reads a signal this early as preemption
+    cmd = [sys.executable, "train.py", "-m", f"paths.root={tmp_path}", *launcher_args, *TINY, "iterations=300",
+           "checkpoint_every=20", "seed=0", f"hydra.sweep.dir={sweep}"]
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1"}
+    launcher = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert slurm_cluster.wait_until(lambda: any(sweep.glob("0_*/checkpoints/step_*.pt")), 120), "no checkpoint"
+        (job_id,) = slurm.run("squeue", "-h", "-o", "%i").split()
+        slurm.run("scancel", "--signal=USR2", job_id)
+
+        def requeued():
+            state = job_state(slurm, job_id)
+            return state.get("Restarts") == "1" and state["JobState"] == "PENDING"
+
+        assert slurm_cluster.wait_until(requeued, 60), job_state(slurm, job_id)
+        slurm.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")  # SLURM holds a requeued job ~2 min
+        assert slurm_cluster.wait_until(lambda: launcher.poll() is not None, 120), "the requeued job did not finish"
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    (run,) = sweep.glob("0_*")
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "ok" and summary["attempts"] == 2 and summary["iterations"] == 300
+    assert "resumed from step" in (run / "train.log").read_text()
+    assert job_state(slurm, job_id)["Restarts"] == "1"
+    assert launcher.returncode == 0 and "| ok |" in (sweep / "results.md").read_text()

@@ -10,7 +10,7 @@ from gsexp.gaussians import surgery
 from gsexp.gaussians.geometry import covariance_3d
 from gsexp.gaussians.params import make_params, to_gaussians
 from gsexp.train.params import make_optimizers
-from gsexp.train.strategy import DefaultStrategy, MCMCStrategy, NoStrategy, Strategy, make_strategy
+from gsexp.train.strategy import BudgetStrategy, DefaultStrategy, MCMCStrategy, NoStrategy, Strategy, make_strategy
 from render_helpers import random_scene
 
 SH = 1
@@ -183,6 +183,41 @@ def test_default_refine_clone_split_prune():
     optimizer_step_runs(params, opts)
 
 
+def test_budget_grows_along_its_curve_by_score_and_never_past_the_budget():
+    """Each refine adds target(step) - n Gaussians, the highest gradient x opacity first (a clone
+    one, a split one more); below the old threshold too; faint ones still pruned; the count never
+    passes the budget, and reaches it at refine_stop."""
+    s = BudgetStrategy(scene_extent=1.0, budget=130, refine_start=0, refine_stop=1000, refine_every=100)
+    assert [s.target(k, 100) for k in (0, 250, 500, 1000, 5000)] == [100, 113, 122, 130, 130]
+    assert BudgetStrategy(budget_multiple=2.0).target(15_000, 1000) == 2000
+    params, opts, _, _ = setup()
+    n = 100
+    with torch.no_grad():
+        params["log_scales"][:] = math.log(0.05)     # split
+        params["log_scales"][:50] = math.log(0.002)  # clone
+        params["opacity_logits"][:] = 2.0
+    state = s.initial_state()
+    state.update(grad2d=torch.zeros(n), count=torch.ones(n), max_radii=torch.zeros(n))
+    state["grad2d"][:] = torch.linspace(1e-6, 1e-4, n)  # all under grad_threshold (2e-4)
+    with torch.no_grad():
+        params["opacity_logits"][98] = -9.0  # a high gradient, but faint: a low score, then pruned
+    s.step_post_backward(params, opts, state, 100, no_visible_grad(n), 40, 32)
+    # target(100) = 100 + 30 * (1 - 0.81) = 106 (rounded): 99, 97, 96, 95, 94 split, 1 child each:
+    # 106 - 100 = 6 room, highest scores first (99 97 96 95 94 93 -> 6 splits), then 98 pruned
+    assert (state["n_cloned"], state["n_split"], state["n_pruned"]) == (0, 6, 1)
+    assert params["means"].shape[0] == 105 and state["n_initial"] == 100
+    assert_aligned(params, opts)
+    counts = []
+    for step in range(200, 1600, 100):  # every Gaussian seen, high gradients: it grows whenever room
+        m = params["means"].shape[0]
+        state.update(grad2d=torch.full((m,), 1e-3), count=torch.ones(m))
+        s.step_post_backward(params, opts, state, step, no_visible_grad(m), 40, 32)
+        counts.append(params["means"].shape[0])
+        assert counts[-1] <= s.target(step, 100) <= 130
+    assert counts[-1] == 130 and counts == sorted(counts)
+    optimizer_step_runs(params, opts)
+
+
 def test_default_prunes_big_after_first_reset_and_resets_opacity():
     params, opts, _, _ = setup()
     s = DefaultStrategy(scene_extent=1.0, prune_screen_px=20.0).scaled(3000)  # refine every 100, reset every 300
@@ -305,7 +340,7 @@ def test_make_strategy():
     assert isinstance(make_strategy("default", scene_extent=2.0), DefaultStrategy)
     assert make_strategy("mcmc", cap_max=10, scene_extent=2.0).cap_max == 10
     assert isinstance(make_strategy("none", scene_extent=2.0), Strategy)
-    with pytest.raises(ValueError, match="default, mcmc, none"):
+    with pytest.raises(ValueError, match="default, budget, mcmc, none"):
         make_strategy("bogus")
     with pytest.raises(ValueError, match="no field"):
         make_strategy("mcmc", grad_threshold=1.0)
@@ -323,7 +358,7 @@ def test_no_strategy_is_inert():
 
 def test_state_round_trips(tmp_path):
     params, opts, out, cam = setup()
-    for s in (DefaultStrategy(), MCMCStrategy(), NoStrategy()):
+    for s in (DefaultStrategy(), BudgetStrategy(), MCMCStrategy(), NoStrategy()):
         state = s.initial_state()
         s.step_post_backward(params, opts, state, 1, out, cam.width, cam.height, lr=1e-5)
         torch.save(state, tmp_path / "s.pt")

@@ -49,6 +49,19 @@ def write_transforms_scene(folder: Path) -> Path:
     return folder
 
 
+def kill_at_checkpoint(args, root: Path, step: int) -> None:
+    """train.py with `args`, killed (SIGKILL) once its checkpoint of `step` exists (a later one
+    may be half written)."""
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    proc = subprocess.Popen([sys.executable, "train.py", f"paths.root={root}", *args], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and not list(root.rglob(f"step_{step:06d}.pt")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
 def summaries(root: Path):
     return {p.parent.name: json.loads(p.read_text()) for p in sorted(root.rglob("summary.json"))}
 
@@ -129,15 +142,7 @@ def test_kill_and_resume_matches_an_uninterrupted_run(tmp_path):
     full = run_train(args, tmp_path / "full")
     full_ckpt = torch.load(sorted((tmp_path / "full").rglob("step_000060.pt"))[0], weights_only=True)
 
-    # a run killed once its step-30 checkpoint exists (the later one may be half written)
-    env = {**os.environ, "WANDB_MODE": "offline"}
-    proc = subprocess.Popen([sys.executable, "train.py", f"paths.root={tmp_path / 'cut'}", *args], cwd=REPO,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while time.time() < deadline and not list((tmp_path / "cut").rglob("step_000030.pt")):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_at_checkpoint(args, tmp_path / "cut", 30)
     ckpts = sorted((tmp_path / "cut").rglob("step_*.pt"))
     assert ckpts, "no checkpoint before the kill"
     for c in ckpts:  # every file under a final name is complete

@@ -14,14 +14,15 @@ log "render session start"
 bash experiments/peers/session.sh install > /dev/null
 source .device/peer_whl/commits.env; export GSPLAT_COMMIT
 export LEGO=/tmp/lego W_SCALE=/tmp/scale
-if [ -f $W/runs/gsexp_r1/point_cloud.ply ] && [ ! -f $W_SCALE/runs/base/point_cloud.ply ]; then
-  mkdir -p $W_SCALE/runs/base && cp $W/runs/gsexp_r1/point_cloud.ply $W_SCALE/runs/base/   # session.sh's lego
+lego=$(ls -t $W/runs/gsexp_r*/point_cloud.ply 2>/dev/null | head -n 1)   # session.sh's lego, if it ran
+if [ -n "$lego" ] && [ ! -f $W_SCALE/runs/base/point_cloud.ply ]; then
+  mkdir -p $W_SCALE/runs/base && cp "$lego" $W_SCALE/runs/base/ && log "render: lego base is $lego"
 fi
 SIZES=${SIZES:-"1M 3M 6M"} TRAIN_SIZES="" W=$W_SCALE bash experiments/scale/run.sh base models > $W/models.log 2>&1
 log "lego base + models rc=$?"
 cp $W_SCALE/runs/base/point_cloud.ply $W_SCALE/models/lego_base.ply
 OURS=vanilla:intersect=accutile,tc_gs:intersect=accutile
-for v in main v153; do
+for v in ${VERSIONS:-main v153}; do   # VERSIONS=main: 1.5.3's render rows were measured before
   site=/tmp/peer_main; peers=gsplat,gsplat_higs
   [ $v = v153 ] && { site=/tmp/peer_153; peers=gsplat; }
   if [ $v = main ] && ! PYTHONPATH=$site:$PYTHONPATH python -m gsexp.bench --ply .device/biker.compressed.ply \

@@ -93,7 +93,7 @@ class Gaussians:
             raise ValueError("Gaussians.from_points: no points given")
         if colors is None:
             colors = torch.full_like(points, 0.5)
-        dist = mean_knn_distance(points, k=3).clamp_min(1e-7)
+        dist = knn_rms_distance(points, k=3).clamp_min(1e-7)
         sh = torch.zeros(n, num_sh_bases(sh_degree), 3)
         sh[:, 0] = rgb_to_sh(colors.float())
         quats = torch.zeros(n, 4)
@@ -105,15 +105,16 @@ class Gaussians:
     @classmethod
     def random(cls, n: int, center, radius: float, *, sh_degree: int = 3, opacity: float = 0.1,
                generator: torch.Generator | None = None) -> "Gaussians":
-        """Random init: uniform points in a cube of half-size `radius`, random colours."""
+        """3DGS's random init: uniform points in a cube of half-size `radius`, grey (3DGS draws
+        SH-0 colours of at most 1/255, stored as 8 bits: 127/255 everywhere)."""
         center = torch.as_tensor(center, dtype=torch.float32)
         points = center + (torch.rand(n, 3, generator=generator) * 2 - 1) * radius
-        colors = torch.rand(n, 3, generator=generator)
-        return cls.from_points(points, colors, sh_degree=sh_degree, opacity=opacity)
+        return cls.from_points(points, torch.full((n, 3), 127 / 255), sh_degree=sh_degree, opacity=opacity)
 
 
-def mean_knn_distance(points: torch.Tensor, k: int = 3) -> torch.Tensor:
-    """Mean Euclidean distance of each point to its k nearest other points."""
+def knn_rms_distance(points: torch.Tensor, k: int = 3) -> torch.Tensor:
+    """Root mean square distance of each point to its k nearest other points (3DGS's distCUDA2,
+    the initial scale)."""
     from scipy.spatial import cKDTree  # a k-d tree: SfM clouds reach millions of points
 
     n = points.shape[0]
@@ -122,4 +123,4 @@ def mean_knn_distance(points: torch.Tensor, k: int = 3) -> torch.Tensor:
     k = min(k, n - 1)
     pts = points.detach().cpu().double().numpy()
     dist, _ = cKDTree(pts).query(pts, k=k + 1)  # the first neighbour is the point itself
-    return torch.from_numpy(dist[:, 1:].mean(1)).float()
+    return torch.from_numpy((dist[:, 1:] ** 2).mean(1) ** 0.5).float()

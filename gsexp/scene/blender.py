@@ -48,7 +48,8 @@ def load_blender(path, *, downscale=1, background=(1.0, 1.0, 1.0),
             imgs += i
         out[role] = (cams, imgs)
     return Scene(*out["train"], *out["test"], background=tuple(background), name=root.name, only=only,
-                 meta={"kind": "blender", "path": str(root), "downscale": downscale})
+                 meta={"kind": "blender", "path": str(root), "downscale": downscale,
+                       "random_radius": 1.3})  # 3DGS's random-init cube for NeRF-synthetic scenes
 
 
 def _load_split(file: Path, downscale, background, stride: int = 1):

@@ -117,7 +117,7 @@ class Scene:
             raise ValueError("Scene: test_cameras and test_images differ in length")
         if not self.train_cameras and self.only != "test":
             raise ValueError(f"Scene {self.name!r}: no training views")
-        cameras = self.train_cameras + self.test_cameras
+        cameras = self.train_cameras or self.test_cameras  # 3DGS: the training cameras alone
         if self.extent <= 0:
             self.extent = camera_extent(cameras) if cameras else 1.0
 

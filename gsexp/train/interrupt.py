@@ -1,6 +1,8 @@
-"""A clean stop on Ctrl+C (SIGINT), SIGTERM (SLURM's time limit, `kill`) and SIGUSR1 (SLURM's
-warning before preemption, with --signal): the step under way finishes, the run checkpoints and
-records itself as interrupted, and the process exits with 128 + the signal's number.
+"""A clean stop on Ctrl+C (SIGINT), SIGTERM (SLURM's time limit, `kill`), SIGUSR1 (SLURM's
+warning before preemption or the time limit, with sbatch --signal) and SIGUSR2 (the same warning
+as submitit asks for it): the step under way finishes, the run checkpoints and records itself as
+interrupted, and the process exits with 128 + the signal's number (train.py hands a submitit
+job's warning to submitit instead, which requeues it).
 
 The handler raises Interrupted where the program is, except inside `deferred()` (a training
 step), where it waits for the step to end so the model is never caught half updated. A second
@@ -12,7 +14,7 @@ import signal
 import threading
 from contextlib import contextmanager
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 
 
 class Interrupted(BaseException):

@@ -106,6 +106,8 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
         run.order = torch.randperm(len(run.images)).tolist()
     view = run.order.pop()
     camera, target = run.scene.train_cameras[view], run.images[view]
+    if run.resolution is not None:  # schedule.resolution: this step's size, camera scaled to it
+        camera, target = run.resolution.view(camera, target, step)
     sh_degree = min(step // cfg.sh_degree_interval, cfg.model.sh_degree) if cfg.sh_degree_interval \
         else cfg.model.sh_degree
     for group in optimizers["means"].param_groups:
@@ -113,11 +115,12 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
     # A random background (as 3DGS's option) regularises: targets keep the scene's own.
     bg = torch.rand(3).tolist() if cfg.random_background else tuple(run.scene.background)
 
-    # Densification changed N since the last render: its pair count says little about this one.
-    capacity = run.pairs.capacity(exact=len(params["means"]) != run.last_n)
+    # Densification changed N, or the schedule the size, since the last render: its pair count
+    # says little about this one.
+    capacity = run.pairs.capacity(exact=(len(params["means"]), camera.width) != run.last_shape)
     out = render(gaussians(run), camera, run.settings, background=bg, sh_degree=sh_degree, capacity=capacity)
     run.pairs.record(out.num_pairs, capacity)
-    run.last_n = len(params["means"])
+    run.last_shape = (len(params["means"]), camera.width)
     timer.mark("render")
     loss = photometric_loss(out.image, target, cfg.ssim_lambda, fused=cfg.fused_ssim)
     for extra in (run.strategy.regularization(params), run.compression.regularization(params)):

@@ -19,6 +19,7 @@ from gsexp.scene import load_scene
 from gsexp.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, set_rng_state
 from gsexp.train.pairs import PairBudget
 from gsexp.train.params import make_optimizers
+from gsexp.train.resolution import make_schedule
 from gsexp.train.strategy import make_strategy
 
 log = logging.getLogger("gsexp.train")
@@ -41,7 +42,8 @@ class Run:
     start: int = 0
     order: list = field(default_factory=list)  # training views left in this pass
     pairs: PairBudget = field(default_factory=lambda: PairBudget(False))
-    last_n: int = -1  # Gaussians at the last render
+    last_shape: tuple = ()  # (Gaussians, image width) at the last render
+    resolution: object = None  # the schedule.resolution schedule (gsexp/train/resolution.py), or None
     elapsed: float = 0.0  # training seconds of earlier attempts, up to their last checkpoint
     attempts: int = 1
 
@@ -85,6 +87,9 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     run = Run(cfg, settings, device, scene, [im.to(device) for im in scene.train_images], params, optimizers,
               compression, strategy, strategy.initial_state())
     run.pairs = PairBudget(cfg.pair_capacity and settings.backend == "cuda")
+    run.resolution = make_schedule(cfg, scene.train_images)
+    if run.resolution is not None:
+        log.info(f"schedule.resolution={cfg.schedule.resolution}: {run.resolution.describe()}")
     resume(run, run_dir, inputs.checkpoint)
     inputs.checkpoint = inputs.initial = None  # on the device now: no second copy held through training
     return run
@@ -143,7 +148,7 @@ def initial_gaussians(cfg: DictConfig, scene, ply: Gaussians | None = None) -> G
     if use_points:
         return Gaussians.from_points(scene.points, scene.point_colors, sh_degree=m.sh_degree,
                                      opacity=m.init_opacity)
-    radius = m.random_radius or 0.3 * scene.extent
+    radius = m.random_radius or scene.meta.get("random_radius") or 0.3 * scene.extent
     gen = torch.Generator().manual_seed(cfg.seed)
     # Centred on the world origin, as 3DGS does for scenes without points (Blender scenes are).
     return Gaussians.random(m.num_random, (0.0, 0.0, 0.0), radius, sh_degree=m.sh_degree,

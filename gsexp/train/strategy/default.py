@@ -119,11 +119,8 @@ class DefaultStrategy(Strategy):
         """Clone, split and prune from the accumulated statistics, then restart them."""
         self._stats(params, state)
         grads = state["grad2d"] / state["count"].clamp_min(1)
-        high = grads >= self.threshold
         small = params["log_scales"].max(dim=1).values <= math.log(self.percent_dense * self.scene_extent)
-        cap = self.max_gaussians if self.max_gaussians is not None else (self.training_pixels or None)
-        if cap is not None:
-            high = self._within_cap(high, small, grads, cap, state)
+        high = self.to_refine(params, state, grads, small, step)
         clone, split = high & small, high & ~small
         surgery.duplicate(params, optimizers, clone, state)
         split = torch.cat([split, split.new_zeros(int(clone.sum()))])  # clones are not split
@@ -139,6 +136,12 @@ class DefaultStrategy(Strategy):
         state.update(n_cloned=int(clone.sum()), n_split=int(split.sum()), n_pruned=int(prune.sum()))
         for key in STATS:
             state[key].zero_()
+
+    def to_refine(self, params: dict, state: dict, grads, small, step: int) -> torch.Tensor:
+        """Which Gaussians to clone (small) or split: the mean gradient at the threshold, within the cap."""
+        high = grads >= self.threshold
+        cap = self.max_gaussians if self.max_gaussians is not None else (self.training_pixels or None)
+        return high if cap is None else self._within_cap(high, small, grads, cap, state)
 
     def _within_cap(self, high, small, grads, cap: int, state: dict) -> torch.Tensor:
         """`high` less its lowest-gradient candidates, so that clones (one new Gaussian each)

@@ -1,0 +1,56 @@
+"""Densification to a budget (Taming 3DGS, Mallick et al. 2024): the count follows a set curve."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gsexp.train.strategy.default import DefaultStrategy
+
+
+@dataclass
+class BudgetStrategy(DefaultStrategy):
+    """3DGS's clone / split / prune, but how many Gaussians each refine adds is set by a growth
+    curve to a budget, and which ones by a score, not by a gradient threshold.
+
+    The budget is `budget` Gaussians, or `budget_multiple` x the initial count when budget is
+    None. At a refine step the target is n0 + (budget - n0) * (1 - (1 - t)^2), t the fraction of
+    the refine window (refine_start..refine_stop) gone: most growth early, as Taming's curve, and
+    the budget reached at refine_stop. The refine adds target - n Gaussians (a clone adds one, a
+    split split_n - 1), choosing the highest score = mean NDC gradient x opacity: where the loss
+    asks for detail, weighted by what the Gaussian contributes (Taming scores with several such
+    terms over views; this keeps the two that need no extra render). Pruning is 3DGS's, so the
+    count can end below the budget; it never ends above it.
+    """
+
+    budget: int | None = None
+    budget_multiple: float = 2.5
+
+    def __post_init__(self):
+        if self.budget is not None and self.budget < 1:
+            raise ValueError(f"BudgetStrategy: budget must be >= 1 Gaussians, got {self.budget}")
+        if self.budget is None and not self.budget_multiple > 0:
+            raise ValueError(f"BudgetStrategy: budget_multiple must be > 0, got {self.budget_multiple}")
+
+    def initial_state(self) -> dict:
+        return {**super().initial_state(), "n_initial": 0}
+
+    def target(self, step: int, n_initial: int) -> int:
+        """The count the refine at `step` grows to."""
+        budget = self.budget if self.budget is not None else round(self.budget_multiple * n_initial)
+        span = max(self.refine_stop - self.refine_start, 1)
+        t = min(max((step - self.refine_start) / span, 0.0), 1.0)
+        return max(n_initial, round(n_initial + (budget - n_initial) * (1 - (1 - t) ** 2)))
+
+    def to_refine(self, params: dict, state: dict, grads, small, step: int) -> torch.Tensor:
+        if not state.get("n_initial"):  # the count the run started with (kept in checkpoints)
+            state["n_initial"] = len(grads)
+        room = self.target(step, state["n_initial"]) - len(grads)
+        score = torch.where(state["count"] > 0, grads * torch.sigmoid(params["opacity_logits"].detach()), 0.0)
+        if room <= 0:
+            return torch.zeros_like(score, dtype=torch.bool)
+        cost = torch.where(small, 1, self.split_n - 1)
+        order = torch.argsort(score, descending=True)
+        chosen = torch.zeros_like(score, dtype=torch.bool)
+        chosen[order] = torch.cumsum(cost[order], 0) <= room
+        return chosen & (score > 0)

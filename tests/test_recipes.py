@@ -1,0 +1,105 @@
+"""Training recipes that cut work (issue 40): the resolution schedule (schedule.resolution) and
+the budget strategy (strategy=budget) on the CPU: levels, camera scaling, the budget never
+exceeded, resuming mid-schedule exactly."""
+import json
+import math
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from gsexp.config import validate
+from gsexp.errors import ConfigError
+from gsexp.scene import Camera
+from gsexp.train.resolution import amplitude_share, auto_schedule, manual_schedule
+from test_train_run import REPO, TINY, kill_at_checkpoint, run_train
+
+
+def camera(w=64, h=48):
+    return Camera(torch.eye(4), 60.0, 60.0, w / 2, h / 2, w, h)
+
+
+def test_manual_levels_scale_with_iterations_and_views_shrink_camera_and_target():
+    s = manual_schedule([4, 2, 1], [0, 3000, 9000], iterations=3000)  # 30k-run steps scaled by 1/10
+    assert s.starts == (0, 300, 900) and [s.downscale(k) for k in (0, 299, 300, 899, 900, 2999)] == [4, 4, 2, 2, 1, 1]
+    img = torch.rand(3, 48, 64)
+    cam, target = s.view(camera(), img, 10)
+    assert (cam.width, cam.height, cam.fx, cam.cx) == (16, 12, 15.0, 8.0) and target.shape == (3, 12, 16)
+    assert torch.allclose(target, img.reshape(3, 12, 4, 16, 4).mean((2, 4)), atol=1e-6)  # area average
+    full = camera()
+    cam, target = s.view(full, img, 900)
+    assert cam is full and target is img
+    assert manual_schedule([4, 2, 1], [0, 0, 10], 30_000).starts == (0, 10)  # a level of no steps is dropped
+
+
+def test_auto_levels_follow_the_images_spectra():
+    """White noise has a flat spectrum: an image 1/d the size holds 1/d^2 of it. A smooth image
+    holds all its detail at the coarsest level, so it trains there until full_at."""
+    gen = torch.Generator().manual_seed(0)
+    noise = [torch.rand(3, 64, 64, generator=gen) for _ in range(4)]
+    shares = amplitude_share(noise, [4, 2, 1])
+    assert shares[2] == pytest.approx(1.0) and shares[1] == pytest.approx(0.25, abs=0.03)
+    assert shares[0] == pytest.approx(1 / 16, abs=0.02)
+    s = auto_schedule(noise, 1000, max_downscale=4, full_at=0.5)
+    assert s.downscales == (4, 2.828, 2, 1.414, 1) and s.starts[0] == 0 and s.starts[-1] <= 500
+    assert list(s.starts) == sorted(s.starts) and s.starts[2] == pytest.approx(500 * 0.125, abs=15)
+    y, x = torch.meshgrid(torch.linspace(0, 1, 64), torch.linspace(0, 1, 64), indexing="ij")
+    smooth = [torch.stack([torch.sin(math.pi * x) * torch.sin(math.pi * y)] * 3)]
+    assert auto_schedule(smooth, 1000, 4, 0.5).downscales[0] == 4
+    assert auto_schedule(smooth, 1000, 4, 0.5).starts[1] >= 450
+
+
+@pytest.fixture(scope="module")
+def compose_cfg():
+    def make(*overrides):
+        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+            return validate(compose("train", overrides=[*TINY, *overrides]))
+    return make
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["schedule.resolution=fast"], "'fast' is not one of none, auto, manual"),
+    (["schedule.resolution=manual"], "manual needs downscales and steps of one length"),
+    (["schedule.resolution=manual", "schedule.downscales=[4,2]", "schedule.steps=[0,100]"], "end at 1"),
+    (["schedule.resolution=manual", "schedule.downscales=[2,1]", "schedule.steps=[10,100]"], "must start at 0"),
+    (["schedule.resolution=auto", "schedule.full_at=0"], "schedule.full_at"),
+])
+def test_bad_schedules_are_one_clear_error(compose_cfg, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        compose_cfg(*overrides)
+
+
+def test_a_step_trains_at_the_levels_size(compose_cfg, tmp_path):
+    from gsexp.train.phases import PhaseTimer
+    from gsexp.train.recipe import train_step
+    from gsexp.train.setup import setup
+
+    cfg = compose_cfg("schedule.resolution=manual", "schedule.downscales=[4,1]", "schedule.steps=[0,15000]",
+                      "iterations=100")
+    run = setup(cfg, tmp_path)
+    sizes = []
+    for step in (0, 49, 50):
+        out, _, target = train_step(run, step, PhaseTimer(run.device))
+        sizes.append((tuple(out.image.shape), tuple(target.shape)))
+    assert sizes == [((3, 8, 8), (3, 8, 8))] * 2 + [((3, 32, 32), (3, 32, 32))]
+
+
+def test_budget_and_schedule_train_and_resume_exactly(tmp_path):
+    """strategy=budget with schedule.resolution=manual: the count never passes the budget, and a
+    run killed at its step-30 checkpoint resumes (mid-schedule) to the uninterrupted run's model."""
+    args = [a for a in TINY if a != "strategy=none"] + [
+        "iterations=60", "checkpoint_every=10", "eval_every=0", "strategy=budget", "strategy.options.budget=330",
+        "strategy.options.refine_start=3000", "strategy.options.refine_every=5", "strategy.options.refine_stop=27500",
+        "schedule.resolution=manual", "schedule.downscales=[4,2,1]", "schedule.steps=[0,10000,20000]"]
+    run_train(args, tmp_path / "full")
+    full = torch.load(sorted((tmp_path / "full").rglob("step_000060.pt"))[0], weights_only=True)
+    (summary,) = [json.loads(p.read_text()) for p in (tmp_path / "full").rglob("summary.json")]
+    assert 200 < summary["num_gaussians"] <= 330
+    log = next((tmp_path / "full").rglob("train.log")).read_text()
+    assert "schedule.resolution=manual: 1/4 from step 0, 1/2 from step 20, 1/1 from step 40" in log
+
+    kill_at_checkpoint(args, tmp_path / "cut", 30)
+    run_train([*args, "resume=auto"], tmp_path / "cut")
+    resumed = torch.load(sorted((tmp_path / "cut").rglob("step_000060.pt"))[0], weights_only=True)
+    assert torch.equal(resumed["params"]["means"], full["params"]["means"])
+    assert resumed["strategy"]["n_initial"] == full["strategy"]["n_initial"] == 200
