@@ -9,6 +9,8 @@ folders when missing) and writes into --out (default <sweep dir>/dashboard/):
                         top of each other share a label; labels never overlap where there is
                         room), the Pareto front drawn; error bars: the test views' render-time
                         quartiles, and std over seeds where a variant ran more than once;
+  quality_vs_train_time.png  the same against training time (train_seconds): the frontier of
+                        the training recipes (schedule.resolution, strategy=budget);
   stages.png            stacked per-stage render latency and training-step phases per variant,
                         the legend under the bars;
   seeds.png             PSNR / SSIM / LPIPS per variant as dots on axes that span the data (all
@@ -39,7 +41,10 @@ from gsexp.sweep.page import write_html  # noqa: E402
 from gsexp.sweep.results import (CONTEXT, backend_of, by_variant, collect, columns, fmt, mean_std,  # noqa: E402
                                  read_csv, scene_name, timing_columns, write_csv)
 
-PLOTS = ("quality_vs_speed.png", "stages.png", "seeds.png")
+PLOTS = ("quality_vs_speed.png", "quality_vs_train_time.png", "stages.png", "seeds.png")
+# x axes of the quality plots: key, label
+SPEED = {"render_ms": "render time per view (ms, median over test views)",
+         "train_seconds": "training time (s, evaluation excluded)"}
 
 
 def short(label: str) -> str:
@@ -53,7 +58,7 @@ def variant_means(rows: list[dict]) -> list[dict]:
     out = []
     for variant, group in by_variant(rows).items():
         point = {"variant": variant, "runs": len(group)}
-        for key in ("psnr", "ssim", "lpips", "render_ms"):
+        for key in ("psnr", "ssim", "lpips", "render_ms", "train_seconds"):
             point[key], point[key + "_std"] = mean_std(r.get(key) for r in group)
         for col in columns(group):
             if col.startswith(("stage_ms/", "phase_ms/")) or col in ("render_ms_p25", "render_ms_p75"):
@@ -97,11 +102,11 @@ def seeds_note(points: list[dict]) -> str:
     return f"mean ± std over {n} seeds"
 
 
-def pareto_front(points: list[dict], quality: str, higher_is_better: bool) -> list[dict]:
-    """Points no other point beats on both render time and `quality`, by render time."""
-    valid = [p for p in points if _finite(p.get("render_ms")) and _finite(p.get(quality))]
+def pareto_front(points: list[dict], quality: str, higher_is_better: bool, x: str = "render_ms") -> list[dict]:
+    """Points no other point beats on both `x` (a time: lower is better) and `quality`, by `x`."""
+    valid = [p for p in points if _finite(p.get(x)) and _finite(p.get(quality))]
     front, best = [], -math.inf
-    for p in sorted(valid, key=lambda p: (p["render_ms"], -p[quality] if higher_is_better else p[quality])):
+    for p in sorted(valid, key=lambda p: (p[x], -p[quality] if higher_is_better else p[quality])):
         q = p[quality] if higher_is_better else -p[quality]
         if q > best:
             front.append(p)
@@ -113,50 +118,53 @@ def _finite(v) -> bool:
     return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
 
 
-def render_error(p: dict) -> tuple[float, float] | None:
-    """(below, above) the median render time: the test views' quartiles, else ± std over seeds."""
-    lo, hi = p.get("render_ms_p25"), p.get("render_ms_p75")
+def time_error(p: dict, x: str = "render_ms") -> tuple[float, float] | None:
+    """(below, above) the time `x`: for render time the test views' quartiles, else ± std over seeds."""
+    lo, hi = p.get(f"{x}_p25"), p.get(f"{x}_p75")
     if _finite(lo) and _finite(hi):
-        return max(p["render_ms"] - lo, 0.0), max(hi - p["render_ms"], 0.0)
-    if p["runs"] > 1 and _finite(p.get("render_ms_std")):
-        return p["render_ms_std"], p["render_ms_std"]
+        return max(p[x] - lo, 0.0), max(hi - p[x], 0.0)
+    if p["runs"] > 1 and _finite(p.get(f"{x}_std")):
+        return p[f"{x}_std"], p[f"{x}_std"]
     return None
 
 
-def error_bars_note(points: list[dict]) -> str:
-    if any(_finite(p.get("render_ms_p25")) for p in points):
-        x = "render time: 25–75 % of the test views"
+def error_bars_note(points: list[dict], x: str = "render_ms") -> str:
+    what = "render time" if x == "render_ms" else "training time"
+    if any(_finite(p.get(f"{x}_p25")) for p in points):
+        xs = f"{what}: 25–75 % of the test views"
     elif any(p["runs"] > 1 for p in points):
-        x = "render time: ± std over seeds"
+        xs = f"{what}: ± std over seeds"
     else:
-        x = "render time: no spread recorded (one run, no per-view times)"
+        xs = f"{what}: no spread recorded (one run" + (", no per-view times)" if x == "render_ms" else ")")
     y = "quality: ± std over seeds" if any(p["runs"] > 1 for p in points) else "quality: one run per variant"
-    return f"error bars: {x}; {y}"
+    return f"error bars: {xs}; {y}"
 
 
-def plot_quality_vs_speed(points: list[dict], path: Path, context: str = "") -> None:
+def plot_quality_vs_speed(points: list[dict], path: Path, context: str = "", x: str = "render_ms") -> None:
+    """PSNR (and LPIPS) against the time `x` (a key of SPEED), with the Pareto front."""
     metrics = [("psnr", "PSNR (dB)", True)] + (
         [("lpips", "LPIPS", False)] if any(_finite(p.get("lpips")) for p in points) else [])
     fig, axes = plt.subplots(1, len(metrics), figsize=(7 * len(metrics), 5.4), squeeze=False)
     placements = []
     for ax, (key, name, higher) in zip(axes[0], metrics):
-        pts = [p for p in points if _finite(p.get("render_ms")) and _finite(p.get(key))]
+        pts = [p for p in points if _finite(p.get(x)) and _finite(p.get(key))]
         for p in pts:
-            err = render_error(p)
-            ax.errorbar(p["render_ms"], p[key], xerr=None if err is None else [[err[0]], [err[1]]],
+            err = time_error(p, x)
+            ax.errorbar(p[x], p[key], xerr=None if err is None else [[err[0]], [err[1]]],
                         yerr=p[key + "_std"] if p["runs"] > 1 else None, fmt="o", color="tab:blue",
                         ecolor="0.6", elinewidth=1, capsize=2, markersize=5, zorder=3)
-        front = pareto_front(pts, key, higher)
-        ax.step([p["render_ms"] for p in front], [p[key] for p in front], where="post", color="tab:red",
+        front = pareto_front(pts, key, higher, x)
+        ax.step([p[x] for p in front], [p[key] for p in front], where="post", color="tab:red",
                 label="Pareto front", zorder=2)
-        ax.set_xlabel("render time per view (ms, median over test views)")
+        ax.set_xlabel(SPEED[x])
         ax.set_ylabel(name + (" (higher is better)" if higher else " (lower is better)"))
         ax.grid(alpha=0.3)
         ax.margins(0.12, 0.15)
         ax.legend(loc="lower right" if higher else "upper right", fontsize=8)
-        placements.append((ax, [(p["render_ms"], p[key], short(p["variant"]), str(points.index(p) + 1)) for p in pts]))
-    fig.suptitle(f"Quality vs render time ({seeds_note(points)})\n{context}", fontsize=10)
-    fig.text(0.5, 0.005, error_bars_note(points), ha="center", va="bottom", fontsize=8, color="0.3")
+        placements.append((ax, [(p[x], p[key], short(p["variant"]), str(points.index(p) + 1)) for p in pts]))
+    what = "render time" if x == "render_ms" else "training time"
+    fig.suptitle(f"Quality vs {what} ({seeds_note(points)})\n{context}", fontsize=10)
+    fig.text(0.5, 0.005, error_bars_note(points, x), ha="center", va="bottom", fontsize=8, color="0.3")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     keyed = set()
     for ax, pts in placements:  # after the layout: placement works in screen pixels
@@ -267,8 +275,9 @@ def build(rows: list[dict], out: Path, title: str, given: dict | None = None,
     points = variant_means(rows)
     context = context_text(rows, given)
     plot_quality_vs_speed(points, out / PLOTS[0], context)
-    plot_stages(points, out / PLOTS[1], context)
-    plot_seeds(points, out / PLOTS[2], context)
+    plot_quality_vs_speed(points, out / PLOTS[1], context, x="train_seconds")
+    plot_stages(points, out / PLOTS[2], context)
+    plot_seeds(points, out / PLOTS[3], context)
     write_html(rows, out, title, PLOTS, context, sweep_dir)
     return points
 

@@ -40,7 +40,8 @@ def sweep(root: Path, seeds=1) -> Path:
         for blend, summary in (("gemm", same), ("tcgs", same),
                                ("vanilla", {**same, "psnr": 30.005, "render_ms": 10.05})):
             job(root, i, [f"rasterizer.blend={blend}", f"seed={seed}"],
-                {**summary, "psnr": summary["psnr"] + 0.01 * seed}, renders=(i == 0))
+                {**summary, "psnr": summary["psnr"] + 0.01 * seed, "train_seconds": 100.0 + 5 * seed + i},
+                renders=(i == 0))
             i += 1
     return root
 
@@ -101,7 +102,7 @@ def test_plots_state_context_seeds_and_error_bars(tmp_path, figures):
     assert rows[0]["scene"] == "lego (blender, downscale 8)" and rows[0]["backend"] == "torch"
     assert rows[0]["render_ms_p25"] < rows[0]["render_ms"] < rows[0]["render_ms_p75"]
     dashboard.build(rows, tmp_path / "out1", "t")
-    quality, stages, seeds = figures
+    quality, train_time, stages, seeds = figures
     for fig in figures:  # every plot: scene, iterations, device, backend
         title = fig._suptitle.get_text()
         assert "lego (blender, downscale 8)" in title and "300 iterations" in title and "device cpu" in title
@@ -109,6 +110,9 @@ def test_plots_state_context_seeds_and_error_bars(tmp_path, figures):
         assert "mean ± std" not in title  # one seed per variant
     speed_ax = quality.axes[0]
     assert any(c.has_xerr for c in speed_ax.containers)  # render time: the test views' quartiles
+    assert "training time" in train_time.axes[0].get_xlabel() and "Quality vs training time" in train_time._suptitle.get_text()
+    assert len(train_time.axes[0].containers) == 3  # every variant, at its training time
+    assert not any(c.has_xerr for c in train_time.axes[0].containers)  # one run: no spread of its time
     for ax in seeds.axes:  # dots, no bars: no baseline to mislead; every axis says it is not from 0
         assert not ax.patches and "not from 0" in ax.get_xlabel()
     ax = stages.axes[0]
@@ -118,8 +122,9 @@ def test_plots_state_context_seeds_and_error_bars(tmp_path, figures):
 
 def test_titles_say_mean_and_std_over_n_seeds_only_for_n_over_1(tmp_path, figures):
     dashboard.build(collect(sweep(tmp_path / "three", seeds=3)), tmp_path / "out3", "t")
-    quality, _, seeds = figures
+    quality, train_time, _, seeds = figures
     assert "mean ± std over 3 seeds" in seeds._suptitle.get_text()
+    assert any(c.has_xerr for c in train_time.axes[0].containers)  # training time: ± std over the seeds
     assert "mean ± std over 3 seeds" in quality._suptitle.get_text()
     assert any(c.has_xerr for c in seeds.axes[0].containers)
 

@@ -148,6 +148,13 @@ def test_pareto_front():
     assert [p["render_ms"] for p in pareto_front(lp, "lpips", False)] == [1.0, 2.0]
 
 
+def test_pareto_front_on_training_time():
+    """The training recipes' frontier: the same rule with train_seconds as the time."""
+    pts = [{"train_seconds": 60.0, "psnr": 35.6}, {"train_seconds": 30.0, "psnr": 35.5},
+           {"train_seconds": 45.0, "psnr": 35.4}, {"train_seconds": 20.0, "psnr": None}]
+    assert [p["train_seconds"] for p in pareto_front(pts, "psnr", True, x="train_seconds")] == [30.0, 60.0]
+
+
 def check_dashboard(sweep_dir: Path, rows: list[dict]):
     from gsexp.dashboard import main
 

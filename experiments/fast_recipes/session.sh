@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The training-recipe study on lego (issue 40) in one GPU session, staged as the peer study
+# (`bash experiments/peers/stage.sh train` and `... truth`, experiments/peers/README.md):
+#   carry .device:  source .device/env.sh; setsid nohup bash experiments/fast_recipes/session.sh > /tmp/recipes.log 2>&1 < /dev/null & bash experiments/peers/session.sh wait 560 "recipes done"
+#   then waits (MARK "recipes done"), then experiments/peers/session.sh's truth calls: they score
+#   every render folder on lego's 200 test views.
+# Each recipe alone and combined, against lego_fast, SEEDS seeds, one after another on one GPU:
+#   fast      experiment=lego_fast
+#   res       + schedule.resolution=auto
+#   budget    + strategy=budget (2x the initial Gaussians)
+#   turbo     experiment=lego_turbo (both)
+# Each run's summary goes to /tmp/peers/runs/<recipe>_r<seed>.json and its 200 test views to
+# /tmp/peers/renders/<recipe>_r<seed>/, so experiments/peers/table.py prints the table.
+# ~100 s a run on the H200 with its renders: 8 runs ~14 min, then ~4 min of truth calls.
+set -u
+W=/tmp/peers; mkdir -p $W/runs $W/renders
+log() { echo "[$(date +%T)] $*" | tee -a $W/steps.log; }
+SEEDS=${SEEDS:-"1 2"}
+RECIPES=${RECIPES:-"fast res budget turbo"}
+SKIP_MAIN=1 bash experiments/peers/session.sh install   # lego unpacked, gsexp built
+for seed in $SEEDS; do for r in $RECIPES; do
+  out=$W/runs/${r}_r$seed; [ -f $out.json ] && continue
+  case $r in
+    fast) args="experiment=lego_fast" ;;
+    res) args="experiment=lego_fast schedule.resolution=auto" ;;
+    budget) args="experiment=lego_fast strategy=budget strategy.options.budget_multiple=2.0" ;;
+    turbo) args="experiment=lego_turbo" ;;
+    *) log "unknown recipe $r"; continue ;;
+  esac
+  s=$(date +%s)
+  python train.py $args seed=$seed data.path=/tmp/lego logger=none hydra.run.dir=$out > $out.log 2>&1 &&
+    python experiments/peers/render_views.py $out --cameras .device/lego_test_cameras.json \
+      --out $W/renders/${r}_r$seed >> $out.log 2>&1 && cp $out/summary.json $out.json
+  log "$r seed $seed rc=$? ($(( $(date +%s) - s )) s wall, $(python -c "import json;d=json.load(open('$out.json'));print(round(d['train_seconds'],1),'s', d['num_gaussians'])" 2>/dev/null))"
+done; done
+log "recipes done"
+log done   # what session.sh truth waits for
