@@ -52,10 +52,11 @@ def main(cfg: DictConfig):
     run_dir = Path(hc.runtime.output_dir)
     overrides = list(hc.overrides.task)
     sweep = hc.mode == RunMode.MULTIRUN
+    begun = time.time() if sweep else process_start()  # a sweep's process may have run other jobs
     requeue = False
     with interrupt.handled():  # Ctrl+C, SIGTERM, SIGUSR1/2: checkpoint, record, say how to go on
         try:
-            return start(cfg, hc, run_dir, overrides, sweep)
+            return start(cfg, hc, run_dir, overrides, sweep, begun)
         except Interrupted as stop:
             print(stop_line(run_dir, stop, overrides, sweep), file=sys.stderr)
             if sweep and "SUBMITIT_FOLDER" in os.environ:
@@ -86,7 +87,7 @@ def requeued() -> bool:
     return int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0
 
 
-def start(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], sweep: bool):
+def start(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], sweep: bool, begun: float):
     try:
         cfg = validate(cfg, sweep)
         if requeued() and not cfg.resume:  # a requeued SLURM job continues where it was stopped
@@ -109,7 +110,7 @@ def start(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], sweep: bool)
         return fail(run_dir, err, sweep, started=False)
     try:
         with gpu_pool.claim(Path(hc.sweep.dir) / ".gpu_locks") if sweep else nullcontext() as gpu:
-            summary = run(cfg, hc, run_dir, overrides, gpu, inputs)
+            summary = run(cfg, hc, run_dir, overrides, gpu, inputs, begun)
         print(f"[gsexp] {run_dir}: test PSNR {summary['psnr']:.2f} dB, SSIM {summary['ssim']:.4f}, "
               f"LPIPS {summary['lpips'] if summary['lpips'] is None else round(summary['lpips'], 4)}, "
               f"{summary['num_gaussians']} Gaussians, {summary['train_seconds']:.0f} s")
@@ -219,7 +220,18 @@ def remove_if_only_hydra(run_dir: Path) -> None:
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | None, inputs) -> dict:
+def process_start() -> float:
+    """When this process started (wall time; Linux's /proc), so that imports count; else now."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime"))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
+
+
+def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | None, inputs, begun: float) -> dict:
     import torch
 
     from gsexp.train.recipe import train
@@ -235,6 +247,9 @@ def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | Non
             record_interrupt(run_dir, logger, stop, overrides, hc.mode == RunMode.MULTIRUN)
             raise
         summary["torch_threads"] = torch.get_num_threads()  # CPU threads (a local sweep shares the cores)
+        # per-job overhead: start-up (imports, extension, data) and the end (evaluation, PLY)
+        summary["overhead_s"] = {"to_first_step": summary.pop("loop_started") - begun,
+                                 "after_last_step": time.time() - summary.pop("loop_ended")}
         if gpu is not None:  # the pool's device (CUDA_VISIBLE_DEVICES of this job), as nvidia-smi sees it
             summary.update(gpu=gpu, started=started, ended=time.time(), **gpu_pool.nvidia_smi_record(gpu))
         summary.update(slurm_record())

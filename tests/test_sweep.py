@@ -1,6 +1,7 @@
 """Sweeps: the GPU pool, the results table, the dashboard, and tiny multiruns on every launcher."""
 import json
 import multiprocessing as mp
+import sys
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,24 @@ def test_submitit_local_runs_two_tiny_jobs(tmp_path):
                "seed=0,1"], tmp_path)
     rows = read_csv(sweep_dir_of(tmp_path) / "results.csv")
     assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
+
+
+def test_jobs_per_gpu_table_reads_each_sweep(tmp_path):
+    """experiments/multi_gpu_sweep/jobs_per_gpu_table.py: one row per jobs_per_gpu sweep, the wall
+    time from the first start to the last end, failed jobs counted but not averaged."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "multi_gpu_sweep"))
+    import jobs_per_gpu_table
+
+    for k, starts in (("1", (0, 10, 20, 30)), ("2", (0, 0, 10, 10))):
+        for i, t in enumerate(starts):
+            d = tmp_path / f"k{k}" / f"{i}_seed={i}"
+            d.mkdir(parents=True)
+            d.joinpath("summary.json").write_text(json.dumps(
+                {"status": "ok", "started": 1000.0 + t, "ended": 1010.0 + t, "train_seconds": 9.0 + int(k),
+                 "psnr": 30.0 + i, "peak_memory_mb": 500.0 * int(k),
+                 "overhead_s": {"to_first_step": 0.5, "after_last_step": 0.25}}))
+    (tmp_path / "k2" / "9_bad").mkdir()
+    (tmp_path / "k2" / "9_bad" / "summary.json").write_text(json.dumps({"status": "failed"}))
+    table = jobs_per_gpu_table.main(tmp_path).splitlines()
+    assert table[2] == "| 1 | 4/4 | 40.0 | 360.0 | 10.0 | 31.50 | 500.0 | 0.5 | 0.2 |"
+    assert table[3] == "| 2 | 4/5 | 20.0 | 720.0 | 11.0 | 31.50 | 1,000.0 | 0.5 | 0.2 |"

@@ -80,6 +80,7 @@ def test_tight_intersection_trains_like_aabb(tmp_path):
 
 
 def test_single_run_writes_the_run_dir(tmp_path):
+    proc_started = time.time()
     proc = run_train([*TINY, "iterations=20", "eval_every=10", "checkpoint_every=10"], tmp_path)
     assert "test PSNR" in proc.stdout
     (run,) = summaries(tmp_path).items()
@@ -101,6 +102,9 @@ def test_single_run_writes_the_run_dir(tmp_path):
     assert all(f"train/phase_ms/{p}" in x for x in logged for p in phases)  # a CPU run reads them at once
     assert set(summary["phase_ms"]) == set(phases) and all(v >= 0 for v in summary["phase_ms"].values())
     assert summary["phase_ms"]["render"] > 0 and summary["phase_ms"]["backward"] > 0
+    # per-job overhead from the process's start (imports count) to the first step, and after the last
+    over = summary["overhead_s"]
+    assert 0.5 < over["to_first_step"] < time.time() - proc_started and 0 < over["after_last_step"] < 120
 
 
 def test_multirun_two_values_and_a_failing_job(tmp_path):
@@ -108,6 +112,7 @@ def test_multirun_two_values_and_a_failing_job(tmp_path):
     run_train(["-m", *TINY, "iterations=10", "seed=1,2"], tmp_path / "ok")
     got = summaries(tmp_path / "ok")
     assert len(got) == 2 and all(s["status"] == "ok" for s in got.values())
+    assert all(0 < s["overhead_s"]["to_first_step"] < 120 for s in got.values())  # from each job's own start
     scene = write_transforms_scene(tmp_path / "scene")
     run_train(["-m", "data=transforms", f"data.path={scene},/no/such/scene", "logger=none", "eval_lpips=false",
                "strategy=none", "iterations=10", "model.num_random=300", "model.sh_degree=0"], tmp_path / "mixed")

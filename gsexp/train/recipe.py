@@ -39,7 +39,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
     (run_dir / "renders").mkdir(parents=True, exist_ok=True)
     lpips_net = cfg.lpips_net if lpips_available(cfg) else None
     viewer, logger = live_viewer(cfg, run.scene, logger, lambda: gaussians(run))  # viewer.enabled: serve it live
-    started = time.perf_counter()
+    started, loop_started = time.perf_counter(), time.time()
 
     def seconds():  # training time of every attempt
         return run.elapsed + time.perf_counter() - started
@@ -59,7 +59,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
                 saved = done
         progress.close()
         viewer.close()
-        train_seconds = seconds()
+        train_seconds, loop_ended = seconds(), time.time()
         save_checkpoint(run_dir, done, payload(run, done, train_seconds))
         saved = done  # what follows (compression, evaluation) changes no checkpoint
         finished = finish(run, run_dir, logger, lpips_net)
@@ -79,7 +79,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
                "train_seconds": train_seconds, "phase_ms": timer.medians(), "peak_memory_mb": peak_memory_mb(run.device),
                "pair_overflows": run.pairs.settled_overflows()}
     return {**finished, **trained, "attempts": run.attempts, "error": None,
-            "overrides": list(overrides), "status": "ok"}
+            "overrides": list(overrides), "status": "ok", "loop_started": loop_started, "loop_ended": loop_ended}
 
 
 def loop_step(run: Run, step: int, timer: PhaseTimer, logger, viewer) -> dict:

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Several sweep jobs per GPU (issue 39) on one GPU, staged as the peer study
+# (`bash experiments/peers/stage.sh train`: lego and the wheels in .device):
+#   carry .device:  source .device/env.sh; setsid nohup bash experiments/multi_gpu_sweep/jobs_per_gpu.sh > /tmp/jpg.log 2>&1 < /dev/null & bash experiments/peers/session.sh wait 560 "jobs per gpu done"
+#   then waits with the same MARK; each call brings back /tmp/peers (session.sh pack), where
+#   this writes jpg/ (every job's summary.json, the sweeps' results) and jpg/table.md.
+# The same 12-cell sweep (lego_fast at 10K steps: rasterizer vanilla / tc_gs x 6 seeds) with
+# hydra.launcher.jobs_per_gpu = k for each k in KS: wall time, cells per hour, each job's training
+# time, PSNR, peak memory and start-up / end overhead. ~15 min on the H200 for k = 1..4.
+set -u
+W=/tmp/peers; J=$W/jpg; mkdir -p $J
+log() { echo "[$(date +%T)] $*" | tee -a $W/steps.log; }
+SKIP_MAIN=1 bash experiments/peers/session.sh install   # lego unpacked, gsexp built
+for k in ${KS:-1 2 3 4}; do
+  [ -f $J/k$k/results.csv ] && continue
+  s=$(date +%s)
+  python train.py -m experiment=lego_fast hydra/launcher=gpus hydra.launcher.jobs_per_gpu=$k data.path=/tmp/lego \
+    logger=none iterations=${ITERS:-10000} rasterizer=vanilla,tc_gs rasterizer.intersect=accutile seed=0,1,2,3,4,5 \
+    hydra.sweep.dir=$J/k$k > $J/k$k.log 2>&1
+  log "jobs_per_gpu=$k rc=$? ($(( $(date +%s) - s )) s wall)"
+done
+find $J -name "*.pt" -delete; find $J -name "point_cloud.ply" -delete
+python experiments/multi_gpu_sweep/jobs_per_gpu_table.py $J | tee $J/table.md
+log "jobs per gpu done"

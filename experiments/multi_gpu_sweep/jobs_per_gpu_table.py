@@ -1,0 +1,45 @@
+"""The jobs_per_gpu table (issue 39) from jobs_per_gpu.sh's sweeps: one row per k.
+
+    python experiments/multi_gpu_sweep/jobs_per_gpu_table.py <folder with k1/, k2/, ...>"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def row(sweep: Path) -> dict | None:
+    jobs = [json.loads(p.read_text()) for p in sorted(sweep.glob("*/summary.json"))]
+    ok = [j for j in jobs if j.get("status") == "ok"]
+    if not ok:
+        return None
+    wall = max(j["ended"] for j in ok) - min(j["started"] for j in ok) if all("started" in j for j in ok) else None
+
+    def med(key):
+        return statistics.median(key(j) for j in ok)
+
+    return {"k": sweep.name.removeprefix("k"), "jobs": f"{len(ok)}/{len(jobs)}", "wall_s": wall,
+            "cells_per_hour": 3600 * len(ok) / wall if wall else None,
+            "train_s": med(lambda j: j["train_seconds"]), "psnr": statistics.mean(j["psnr"] for j in ok),
+            "peak_mib": max(j.get("peak_memory_mb") or 0 for j in ok),
+            "to_first_step_s": med(lambda j: j["overhead_s"]["to_first_step"]),
+            "after_last_step_s": med(lambda j: j["overhead_s"]["after_last_step"])}
+
+
+def fmt(v, digits=1) -> str:
+    return "–" if v is None else f"{v:,.{digits}f}" if isinstance(v, float) else str(v)
+
+
+def main(folder: Path) -> str:
+    rows = [r for r in (row(d) for d in sorted(folder.glob("k*")) if d.is_dir()) if r]
+    head = ["k", "jobs ok", "wall s", "cells / hour", "train s (median)", "PSNR (mean)", "peak MiB (max)",
+            "start-up s (median)", "end s (median)"]
+    keys = ["k", "jobs", "wall_s", "cells_per_hour", "train_s", "psnr", "peak_mib", "to_first_step_s", "after_last_step_s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(fmt(r[k], 2 if k == "psnr" else 1) for k in keys) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(main(Path(sys.argv[1] if len(sys.argv) > 1 else ".")))
