@@ -28,6 +28,7 @@ class DataConfig:
     test_every: int = 8
     densify_grad_threshold: float = 0.0002  # the default strategy's grad_threshold for this data
     undistort: bool = True  # colmap: undistort distorted cameras (false: ignore the distortion)
+    masks: Optional[str] = None  # a folder of training masks named as the images, white = use
     options: dict = field(default_factory=dict)
 
 
@@ -51,6 +52,13 @@ class StrategyConfig:
 class CompressConfig:
     name: str = "none"
     options: dict = field(default_factory=dict)
+
+
+@dataclass
+class AppearanceConfig:
+    name: str = "none"  # none | affine (gsexp/train/appearance.py)
+    lr: float = 1e-3
+    reg: float = 0.01
 
 
 @dataclass
@@ -90,6 +98,7 @@ class TrainConfig:
     rasterizer: Any = field(default_factory=lambda: {"_target_": "gsexp.render.settings.TorchSettings"})
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
     compress: CompressConfig = field(default_factory=CompressConfig)
+    appearance: AppearanceConfig = field(default_factory=AppearanceConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
     viewer: ViewerConfig = field(default_factory=ViewerConfig)
@@ -217,6 +226,9 @@ def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
          f"rasterizer={raster.name} runs on a GPU; set device=cuda (or auto), or use rasterizer=torch on the CPU")
     choice("strategy.name", STRATEGIES)
     check_schedule(merged.schedule, need)
+    choice("appearance.name", ("none", "affine"))
+    need(merged.appearance.lr > 0 and merged.appearance.reg >= 0, "appearance",
+         f"lr must be > 0 and reg >= 0, got lr={merged.appearance.lr}, reg={merged.appearance.reg}")
     choice("compress.name", COMPRESSIONS)
     if merged.compress.name != "none":
         from gsexp.compress import make_compression

@@ -48,6 +48,23 @@ def psnr(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     return peak_signal_noise_ratio(img, ref, data_range=1.0, dim=(1, 2, 3))
 
 
+def color_corrected(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """The [3, H, W] render under its best affine colour map to `ref` (least squares over the
+    pixels, a 3x3 matrix and an offset), clamped to [0, 1]: what cc_psnr scores, so an exposure
+    or white-balance difference between the test photo and the model does not count."""
+    x = img.reshape(3, -1).T.double()
+    a = torch.cat([x, torch.ones_like(x[:, :1])], 1)
+    gram = a.T @ a  # normal equations, 4x4: on any device, and a flat render (rank 1) stays solvable
+    gram += 1e-9 * gram.diagonal().sum() * torch.eye(4, dtype=gram.dtype, device=gram.device)
+    fit = torch.linalg.solve(gram, a.T @ ref.reshape(3, -1).T.double())
+    return (a @ fit).T.reshape(img.shape).clamp(0, 1).to(img.dtype)
+
+
+def cc_psnr(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """PSNR after the render's best affine colour fit to `ref` (gsplat's cc_psnr, affine)."""
+    return psnr(color_corrected(img, ref), ref)
+
+
 def ssim(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     """SSIM (11x11 Gaussian window, sigma 1.5, data range 1.0), mean over the batch."""
     img, ref = _as_batch(img, ref)

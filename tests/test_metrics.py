@@ -145,3 +145,19 @@ def test_ssim_identical_and_noisy():
 def test_bad_shapes_raise(fn, shape_a, shape_b):
     with pytest.raises(ValueError, match=r"shape"):
         fn(torch.rand(shape_a), torch.rand(shape_b))
+
+
+def test_cc_psnr_forgives_an_affine_colour_change_and_nothing_else():
+    """A render off by an exposure / white-balance change (3x3 + offset) scores cc_psnr inf-like
+    where its PSNR is low; noise is not forgiven; a flat render still gets a finite fit."""
+    from gsexp.metrics import cc_psnr, color_corrected, psnr
+
+    gen = torch.Generator().manual_seed(0)
+    ref = torch.rand(3, 32, 32, generator=gen) * 0.5 + 0.25
+    mix = torch.tensor([[0.9, 0.05, 0.0], [0.0, 1.1, 0.05], [0.02, 0.0, 0.8]])
+    shifted = (torch.einsum("ij,jhw->ihw", torch.linalg.inv(mix), ref - 0.03)).clamp(0, 1)
+    assert psnr(shifted, ref).item() < 30 and cc_psnr(shifted, ref).item() > 60
+    noisy = (ref + 0.05 * torch.randn(3, 32, 32, generator=gen)).clamp(0, 1)
+    assert psnr(noisy, ref).item() - 0.01 <= cc_psnr(noisy, ref).item() < 30  # the identity is a fit too
+    flat = color_corrected(torch.full((3, 32, 32), 0.5), ref)
+    assert torch.isfinite(flat).all() and torch.allclose(flat, ref.mean((1, 2), keepdim=True).expand_as(ref), atol=1e-4)

@@ -86,7 +86,7 @@ def test_single_run_writes_the_run_dir(tmp_path):
     (run,) = summaries(tmp_path).items()
     name, summary = run
     run_dir = next(tmp_path.rglob("summary.json")).parent
-    for key in ("psnr", "ssim", "lpips", "num_gaussians", "iterations", "train_seconds", "size_mb",
+    for key in ("psnr", "cc_psnr", "ssim", "lpips", "num_gaussians", "iterations", "train_seconds", "size_mb",
                 "stage_ms", "overrides", "status"):
         assert key in summary, key
     assert summary["status"] == "ok" and summary["iterations"] == 20 and summary["psnr"] > 5

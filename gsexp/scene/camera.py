@@ -109,6 +109,7 @@ class Scene:
     name: str = ""
     meta: dict = field(default_factory=dict)
     only: str | None = None
+    train_masks: list | None = None  # data.masks: [1, H, W] per training view (gsexp/scene/masks.py)
 
     def __post_init__(self):
         if len(self.train_cameras) != len(self.train_images):

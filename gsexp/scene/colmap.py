@@ -85,7 +85,8 @@ def load_colmap(path, *, downscale=1, images=None, test_every=8, undistort=True,
     xyz = np.array([p.xyz for p in rec.points3D.values()], dtype=np.float32).reshape(-1, 3)
     rgb = np.array([p.color for p in rec.points3D.values()], dtype=np.float32).reshape(-1, 3) / 255.0
     return Scene(*views, points=torch.from_numpy(xyz), point_colors=torch.from_numpy(rgb), name=root.name, only=only,
-                 meta={"kind": "colmap", "path": str(root), "downscale": downscale, "images": images})
+                 meta={"kind": "colmap", "path": str(root), "downscale": downscale, "images": images,
+                       "undistorted": bool(source)})
 
 
 def check_models(models: set, sparse: Path, undistort: bool) -> None:

@@ -13,7 +13,7 @@ import yaml
 from gsexp.render.constants import STAGES
 from gsexp.train.phases import PHASES
 
-METRICS = ("psnr", "ssim", "lpips", "size_mb", "num_gaussians", "render_ms", "train_seconds")
+METRICS = ("psnr", "cc_psnr", "ssim", "lpips", "size_mb", "num_gaussians", "render_ms", "train_seconds")
 SEED = re.compile(r"^seed=")
 GPU_RECORD = ("gpu", "gpu_uuid", "started", "ended")  # written by pool jobs (train.py), with gpu_seen
 SLURM_RECORD = ("slurm_job_id", "slurm_log")  # written by SLURM jobs (gsexp/sweep/slurm.py)

@@ -57,6 +57,7 @@ def evaluate(g: Gaussians, scene, settings, device, logger, step: int, *, lpips_
             img = out.image.clamp(0, 1)
             ref = ref.to(device)  # metrics where the render is (LPIPS on a CPU dominates a GPU eval)
             per_view.append({"view": cam.name or str(i), "psnr": metrics.psnr(img, ref).item(),
+                             "cc_psnr": metrics.cc_psnr(img, ref).item(),
                              "ssim": metrics.ssim(img, ref).item(),
                              "lpips": metrics.lpips(img, ref, net=lpips_net).item() if lpips_net else None,
                              "render_ms": render_ms[-1]})  # the spread over views: the dashboard's error bars
@@ -70,7 +71,7 @@ def evaluate(g: Gaussians, scene, settings, device, logger, step: int, *, lpips_
                 logger.log_image(f"{prefix}/render", img, step)
             progress.update(i + 1)
     mean = {k: (sum(r[k] for r in per_view) / len(per_view) if per_view and per_view[0][k] is not None else None)
-            for k in ("psnr", "ssim", "lpips")}
+            for k in ("psnr", "cc_psnr", "ssim", "lpips")}
     latency = {"render_ms": statistics.median(render_ms) if render_ms else None,
                "stage_ms": {k: statistics.median(v) for k, v in stages.items()}}
     logger.log({**{f"{prefix}/{k}": v for k, v in mean.items() if v is not None},

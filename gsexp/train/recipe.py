@@ -17,6 +17,7 @@ from gsexp.losses import photometric_loss
 from gsexp.compress import format as compressed_format
 from gsexp.gaussians import make_params, save_ply, to_gaussians
 from gsexp.render import render
+from gsexp.scene.images import resize_area
 from gsexp.train.checkpoint import save_checkpoint
 from gsexp.train.evaluate import evaluate, lpips_available, peak_memory_mb
 from gsexp.train.interrupt import Interrupted, deferred
@@ -77,7 +78,8 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
     timer.read()
     trained = {"device": run.device.type if run.device.type == "cpu" else torch.cuda.get_device_name(run.device),
                "train_seconds": train_seconds, "phase_ms": timer.medians(), "peak_memory_mb": peak_memory_mb(run.device),
-               "pair_overflows": run.pairs.settled_overflows()}
+               "pair_overflows": run.pairs.settled_overflows(),
+               **(run.appearance.summary() if run.appearance is not None else {})}
     return {**finished, **trained, "attempts": run.attempts, "error": None,
             "overrides": list(overrides), "status": "ok", "loop_started": loop_started, "loop_ended": loop_ended}
 
@@ -106,8 +108,11 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
         run.order = torch.randperm(len(run.images)).tolist()
     view = run.order.pop()
     camera, target = run.scene.train_cameras[view], run.images[view]
+    mask = run.masks[view] if run.masks is not None else None
     if run.resolution is not None:  # schedule.resolution: this step's size, camera scaled to it
         camera, target = run.resolution.view(camera, target, step)
+        if mask is not None:
+            mask = resize_area(mask, camera.width, camera.height)
     sh_degree = min(step // cfg.sh_degree_interval, cfg.model.sh_degree) if cfg.sh_degree_interval \
         else cfg.model.sh_degree
     for group in optimizers["means"].param_groups:
@@ -122,7 +127,13 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
     run.pairs.record(out.num_pairs, capacity)
     run.last_shape = (len(params["means"]), camera.width)
     timer.mark("render")
-    loss = photometric_loss(out.image, target, cfg.ssim_lambda, fused=cfg.fused_ssim)
+    image = out.image if run.appearance is None else run.appearance.apply(out.image, view)
+    if mask is None:
+        loss = photometric_loss(image, target, cfg.ssim_lambda, fused=cfg.fused_ssim)
+    else:  # data.masks: masked pixels leave L1 and SSIM (both images masked, as gsplat's trainer)
+        loss = photometric_loss(image * mask, target * mask, cfg.ssim_lambda, fused=cfg.fused_ssim)
+    if run.appearance is not None:
+        loss = loss + run.appearance.regularization(view)
     for extra in (run.strategy.regularization(params), run.compression.regularization(params)):
         if torch.is_tensor(extra) or extra != 0:  # adding a plain 0 would still cost a launch each way
             loss = loss + extra
@@ -135,6 +146,8 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
     run.compression.post_backward(params, state)
     timer.mark("densify")
     optimizer_step(run, out)
+    if run.appearance is not None:
+        run.appearance.step()
     timer.mark("optimizer")
     run.compression.step(params, optimizers, state, step, run.scene.train_cameras)
     timer.mark("densify")
@@ -186,7 +199,7 @@ def finish(run: Run, run_dir: Path, logger, lpips_net) -> dict:
     save_ply(to_gaussians({k: v.detach().cpu() for k, v in run.params.items()}, cfg.model.sh_degree), ply)
     if arrays is None:
         size_mb = ply.stat().st_size / 2**20
-    return {"psnr": result["psnr"], "ssim": result["ssim"], "lpips": result["lpips"],
+    return {"psnr": result["psnr"], "cc_psnr": result["cc_psnr"], "ssim": result["ssim"], "lpips": result["lpips"],
             "per_view": result["per_view"], "eval_views": len(result["per_view"]),  # every test view the scene has (staged lego: 25 of 200)
             "num_gaussians": len(run.params["means"]),
             "iterations": iterations, "size_mb": size_mb, "render_ms": result["render_ms"],

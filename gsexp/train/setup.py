@@ -16,6 +16,8 @@ from gsexp.config import rasterizer_settings
 from gsexp.gaussians import Gaussians, load_ply, make_params
 from gsexp.render.settings import RasterSettings
 from gsexp.scene import load_scene
+from gsexp.scene.masks import load_masks
+from gsexp.train.appearance import make_appearance
 from gsexp.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, set_rng_state
 from gsexp.train.pairs import PairBudget
 from gsexp.train.params import make_optimizers
@@ -44,6 +46,8 @@ class Run:
     pairs: PairBudget = field(default_factory=lambda: PairBudget(False))
     last_shape: tuple = ()  # (Gaussians, image width) at the last render
     resolution: object = None  # the schedule.resolution schedule (gsexp/train/resolution.py), or None
+    masks: list | None = None  # data.masks: a [1, H, W] mask per training view, or None
+    appearance: object = None  # appearance=affine: the per-photo colour transforms, or None
     elapsed: float = 0.0  # training seconds of earlier attempts, up to their last checkpoint
     attempts: int = 1
 
@@ -87,6 +91,8 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     run = Run(cfg, settings, device, scene, [im.to(device) for im in scene.train_images], params, optimizers,
               compression, strategy, strategy.initial_state())
     run.pairs = PairBudget(cfg.pair_capacity and settings.backend == "cuda")
+    run.masks = [m.to(device) for m in scene.train_masks] if scene.train_masks else None
+    run.appearance = make_appearance(cfg, len(scene.train_cameras), device)
     run.resolution = make_schedule(cfg, scene.train_images)
     if run.resolution is not None:
         log.info(f"schedule.resolution={cfg.schedule.resolution}: {run.resolution.describe()}")
@@ -135,7 +141,10 @@ def load_data(cfg: DictConfig, only: str | None = None):
         options["test_every"] = d.test_every
     if d.kind != "synthetic":
         options["downscale"] = d.downscale
-    return load_scene(d.kind, d.path, only=only, **options)
+    scene = load_scene(d.kind, d.path, only=only, **options)
+    if d.masks and only != "test":
+        scene.train_masks = load_masks(d.masks, scene)
+    return scene
 
 
 def initial_gaussians(cfg: DictConfig, scene, ply: Gaussians | None = None) -> Gaussians:
@@ -203,6 +212,8 @@ def restore(ckpt: dict, run: Run) -> None:
     set_rng_state(ckpt["rng"])
     run.state = {k: (v.to(run.device) if torch.is_tensor(v) else v) for k, v in ckpt["strategy"].items()}
     run.start, run.order = ckpt["step"], ckpt["order"].tolist()
+    if run.appearance is not None and "appearance" in ckpt:
+        run.appearance.load_state_dict(ckpt["appearance"])
 
 
 def payload(run: Run, step: int, train_seconds: float) -> dict:
@@ -212,4 +223,5 @@ def payload(run: Run, step: int, train_seconds: float) -> dict:
             "train_seconds": train_seconds, "attempts": run.attempts,
             "params": {k: v.detach().cpu() for k, v in run.params.items()},
             "optimizers": {k: o.state_dict() for k, o in run.optimizers.items()},
-            "strategy": run.state, "rng": rng_state(), "config": OmegaConf.to_container(run.cfg, resolve=True)}
+            "strategy": run.state, "rng": rng_state(), "config": OmegaConf.to_container(run.cfg, resolve=True),
+            **({"appearance": run.appearance.state_dict()} if run.appearance is not None else {})}
