@@ -30,7 +30,7 @@ from gsexp.atomic import atomic_write
 from gsexp.config import check_machine, force_rasterizer_switches, validate
 from gsexp.errors import ConfigError, InvalidCombination
 from gsexp.sweep import gpu_pool
-from gsexp.sweep.slurm import job_record as slurm_record
+from gsexp.sweep import slurm
 from gsexp.train import interrupt
 from gsexp.train.interrupt import Interrupted
 from gsexp.track import make_logger, run_name_from_overrides, tags_from_choices
@@ -53,44 +53,27 @@ def main(cfg: DictConfig):
     overrides = list(hc.overrides.task)
     sweep = hc.mode == RunMode.MULTIRUN
     begun = time.time() if sweep else process_start()  # a sweep's process may have run other jobs
-    requeue = False
     with interrupt.handled():  # Ctrl+C, SIGTERM, SIGUSR1/2: checkpoint, record, say how to go on
         try:
             return start(cfg, hc, run_dir, overrides, sweep, begun)
         except Interrupted as stop:
             print(stop_line(run_dir, stop, overrides, sweep), file=sys.stderr)
-            if sweep and "SUBMITIT_FOLDER" in os.environ:
-                if stop.signum == submitit_warning() and "SLURM_JOB_ID" in os.environ:
-                    requeue = True  # below, once submitit's handler is back
-                else:
-                    # a job in a process of its own (SLURM, submitit_local): the job stops, its sweep
-                    # goes on, and the launcher learns of its end only from a returned result
-                    return read_summary(run_dir) or {"status": "interrupted", "signal": stop.name}
-            else:
+            if not (sweep and "SUBMITIT_FOLDER" in os.environ):
                 raise SystemExit(stop.exit_code)  # in a local multirun too: the user stops the whole sweep
-    # SLURM's warning before preemption or the time limit (submitit's sbatch --signal=USR2@90):
-    # the run is checkpointed; submitit's own handler requeues the job, and the job's next start
-    # resumes (requeued() below). A preemption is requeued always, a time limit up to
-    # hydra.launcher.max_num_timeout times.
-    if requeue:
-        signal.raise_signal(submitit_warning())
-
-
-def submitit_warning() -> int:
-    """The signal submitit has SLURM send before preemption or the time limit (SIGUSR2 unless
-    SUBMITIT_PREEMPT_SIGNAL names another, as submitit reads it)."""
-    return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"), signal.SIGUSR2)
-
-
-def requeued() -> bool:
-    """This SLURM job ran before and was requeued (SLURM counts the restarts)."""
-    return int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0
+            if not slurm.hands_over(stop.signum):
+                # a job in a process of its own (SLURM, submitit_local): the job stops, its sweep goes
+                # on, and the launcher learns of its end only from a returned result
+                return read_summary(run_dir) or {"status": "interrupted", "signal": stop.name}
+    # Reached only by a submitit job sent SLURM's warning before preemption or the time limit: the
+    # run is checkpointed; submitit's own handler (back now) requeues the job, and its next start
+    # resumes. A preemption is requeued always, a time limit up to hydra.launcher.max_num_timeout times.
+    signal.raise_signal(slurm.requeue_warning())
 
 
 def start(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], sweep: bool, begun: float):
     try:
         cfg = validate(cfg, sweep)
-        if requeued() and not cfg.resume:  # a requeued SLURM job continues where it was stopped
+        if slurm.requeued() and not cfg.resume:  # a requeued SLURM job continues where it was stopped
             cfg.resume = "auto"
         check_machine(cfg)
         from gsexp.train.setup import load_inputs, resume_checkpoint  # heavy imports after the config is known good
@@ -252,7 +235,7 @@ def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | Non
                                  "after_last_step": time.time() - summary.pop("loop_ended")}
         if gpu is not None:  # the pool's device (CUDA_VISIBLE_DEVICES of this job), as nvidia-smi sees it
             summary.update(gpu=gpu, started=started, ended=time.time(), **gpu_pool.nvidia_smi_record(gpu))
-        summary.update(slurm_record())
+        summary.update(slurm.job_record())
         logger.summary(summary)
     return summary
 
@@ -269,7 +252,7 @@ def record_failure(run_dir: Path, err: Exception, overrides: list[str]):
     which a failed re-run must not overwrite (then failure.json beside it)."""
     # "invalid": the config was rejected before any work (in a sweep: a combination that cannot run).
     status = "invalid" if isinstance(err, InvalidCombination) else "failed"
-    failure = {"status": status, "error": f"{type(err).__name__}: {err}", "overrides": overrides, **slurm_record()}
+    failure = {"status": status, "error": f"{type(err).__name__}: {err}", "overrides": overrides, **slurm.job_record()}
     previous = run_dir / "summary.json"
     if previous.is_file() and '"status": "ok"' in previous.read_text():
         run_dir.joinpath("failure.json").write_text(json.dumps(failure, indent=1))
