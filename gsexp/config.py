@@ -115,6 +115,9 @@ class TrainConfig:
     sh_degree_interval: int = 1000
     ssim_lambda: float = 0.2
     sparse_adam: bool = False  # Adam moves only the Gaussians the view saw (a quality trade)
+    pose_opt: bool = False     # a pose correction per training camera (gsexp/train/pose.py)
+    pose_opt_lr: float = 1e-5
+    pose_opt_reg: float = 1e-6
     fused_ssim: bool = True    # on a GPU: the loss in csrc/ssim.cu instead of torch L1 + torchmetrics
     fused_adam: bool = True    # on a GPU: one launch for every parameter instead of torch's Adam per tensor
     pair_capacity: bool = False  # CUDA: size pair buffers from recent counts instead of a host sync per step
@@ -227,6 +230,8 @@ def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
     choice("strategy.name", STRATEGIES)
     check_schedule(merged.schedule, need)
     choice("appearance.name", ("none", "affine"))
+    need(merged.pose_opt_lr > 0 and merged.pose_opt_reg >= 0, "pose_opt_lr",
+         f"pose_opt_lr must be > 0 and pose_opt_reg >= 0, got {merged.pose_opt_lr}, {merged.pose_opt_reg}")
     need(merged.appearance.lr > 0 and merged.appearance.reg >= 0, "appearance",
          f"lr must be > 0 and reg >= 0, got lr={merged.appearance.lr}, reg={merged.appearance.reg}")
     choice("compress.name", COMPRESSIONS)

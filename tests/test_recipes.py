@@ -85,14 +85,14 @@ def test_a_step_trains_at_the_levels_size(compose_cfg, tmp_path):
 
 
 def test_budget_and_schedule_train_and_resume_exactly(tmp_path):
-    """strategy=budget with schedule.resolution=manual (and appearance=affine, issue 41): the count
+    """strategy=budget with schedule.resolution=manual (and appearance=affine, pose_opt, issue 41): the count
     never passes the budget, and a run killed at its step-30 checkpoint resumes (mid-schedule) to
     the uninterrupted run's model and colour transforms."""
     args = [a for a in TINY if a != "strategy=none"] + [
         "iterations=60", "checkpoint_every=10", "eval_every=0", "strategy=budget", "strategy.options.budget=330",
         "strategy.options.refine_start=3000", "strategy.options.refine_every=5", "strategy.options.refine_stop=27500",
         "schedule.resolution=manual", "schedule.downscales=[4,2,1]", "schedule.steps=[0,10000,20000]",
-        "appearance=affine"]
+        "appearance=affine", "pose_opt=true"]
     run_train(args, tmp_path / "full")
     full = torch.load(sorted((tmp_path / "full").rglob("step_000060.pt"))[0], weights_only=True)
     (summary,) = [json.loads(p.read_text()) for p in (tmp_path / "full").rglob("summary.json")]
@@ -105,4 +105,5 @@ def test_budget_and_schedule_train_and_resume_exactly(tmp_path):
     resumed = torch.load(sorted((tmp_path / "cut").rglob("step_000060.pt"))[0], weights_only=True)
     assert torch.equal(resumed["params"]["means"], full["params"]["means"])
     assert torch.equal(resumed["appearance"]["delta"], full["appearance"]["delta"])
+    assert torch.equal(resumed["pose"]["delta"], full["pose"]["delta"]) and full["pose"]["delta"].abs().max() > 0
     assert resumed["strategy"]["n_initial"] == full["strategy"]["n_initial"] == 200

@@ -7,34 +7,16 @@ from __future__ import annotations
 
 import torch
 
-KINDS = ("none", "affine")
+from gsexp.train.per_view import PerView
 
-
-class AffineAppearance:
+class AffineAppearance(PerView):
     def __init__(self, num_images: int, device, lr: float = 1e-3, reg: float = 0.01):
-        self.delta = torch.nn.Parameter(torch.zeros(num_images, 3, 4, device=device))  # [M - I | b]
-        self.optimizer = torch.optim.Adam([self.delta], lr=lr, eps=1e-15)
-        self.reg = reg
+        super().__init__((num_images, 3, 4), device, lr, reg, eps=1e-15)  # [M - I | b] per photo
 
     def apply(self, image: torch.Tensor, view: int) -> torch.Tensor:
         """[3, H, W] render -> the training photo `view`'s colours."""
         d = self.delta[view]
         return image + torch.einsum("ij,jhw->ihw", d[:, :3], image) + d[:, 3, None, None]
-
-    def regularization(self, view: int) -> torch.Tensor:
-        return self.reg * self.delta[view].square().sum()
-
-    def step(self) -> None:
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-
-    def state_dict(self) -> dict:
-        return {"delta": self.delta.detach().cpu(), "optimizer": self.optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        with torch.no_grad():
-            self.delta.copy_(state["delta"].to(self.delta.device))
-        self.optimizer.load_state_dict(state["optimizer"])
 
     def summary(self) -> dict:
         """How far the photos' transforms went from identity (mean over photos)."""

@@ -21,6 +21,7 @@ from gsexp.train.appearance import make_appearance
 from gsexp.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, set_rng_state
 from gsexp.train.pairs import PairBudget
 from gsexp.train.params import make_optimizers
+from gsexp.train.pose import PoseCorrection
 from gsexp.train.resolution import make_schedule
 from gsexp.train.strategy import make_strategy
 
@@ -48,6 +49,7 @@ class Run:
     resolution: object = None  # the schedule.resolution schedule (gsexp/train/resolution.py), or None
     masks: list | None = None  # data.masks: a [1, H, W] mask per training view, or None
     appearance: object = None  # appearance=affine: the per-photo colour transforms, or None
+    pose: object = None  # pose_opt: the training cameras' pose corrections, or None
     elapsed: float = 0.0  # training seconds of earlier attempts, up to their last checkpoint
     attempts: int = 1
 
@@ -93,6 +95,8 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     run.pairs = PairBudget(cfg.pair_capacity and settings.backend == "cuda")
     run.masks = [m.to(device) for m in scene.train_masks] if scene.train_masks else None
     run.appearance = make_appearance(cfg, len(scene.train_cameras), device)
+    if cfg.pose_opt:
+        run.pose = PoseCorrection(len(scene.train_cameras), device, lr=cfg.pose_opt_lr, reg=cfg.pose_opt_reg)
     run.resolution = make_schedule(cfg, scene.train_images)
     if run.resolution is not None:
         log.info(f"schedule.resolution={cfg.schedule.resolution}: {run.resolution.describe()}")
@@ -212,8 +216,9 @@ def restore(ckpt: dict, run: Run) -> None:
     set_rng_state(ckpt["rng"])
     run.state = {k: (v.to(run.device) if torch.is_tensor(v) else v) for k, v in ckpt["strategy"].items()}
     run.start, run.order = ckpt["step"], ckpt["order"].tolist()
-    if run.appearance is not None and "appearance" in ckpt:
-        run.appearance.load_state_dict(ckpt["appearance"])
+    for name in ("appearance", "pose"):  # their parameters and Adam state, when the run has them
+        if getattr(run, name) is not None and name in ckpt:
+            getattr(run, name).load_state_dict(ckpt[name])
 
 
 def payload(run: Run, step: int, train_seconds: float) -> dict:
@@ -224,4 +229,4 @@ def payload(run: Run, step: int, train_seconds: float) -> dict:
             "params": {k: v.detach().cpu() for k, v in run.params.items()},
             "optimizers": {k: o.state_dict() for k, o in run.optimizers.items()},
             "strategy": run.state, "rng": rng_state(), "config": OmegaConf.to_container(run.cfg, resolve=True),
-            **({"appearance": run.appearance.state_dict()} if run.appearance is not None else {})}
+            **{name: getattr(run, name).state_dict() for name in ("appearance", "pose") if getattr(run, name) is not None}}
