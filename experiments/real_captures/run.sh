@@ -3,7 +3,7 @@
 #   source .device/env.sh
 # run:  bash experiments/real_captures/run.sh <step>   with <step> one of
 #   scenes   prepare beer and fern from their photos, and fern's LLFF model as a COLMAP scene
-#   train    the 12 gsexp runs (skips those whose summary.json says ok)
+#   train    the gsexp runs, DATAS x RASTERS x FEATS x SEEDS (skips those whose summary.json says ok)
 #   peer     gsplat (whichever version PYTHONPATH gives, with fused-ssim) on the same loaded data
 #            through experiments/peers/train_gsplat.py (4 runs)
 #   collect  copy the summaries and prepare.json files into $OUT/real_captures
@@ -20,6 +20,9 @@ EXTRA=${EXTRA:-}                     # more train.py overrides for every run, e.
 DATAS=${DATAS:-beer_ignored beer_undistorted beer_prepared fern_ignored fern_undistorted fern_prepared}
 RASTERS=${RASTERS:-vanilla tcgs_accutile}
 SEEDS=${SEEDS:-0}                    # train.py's seed; a run with seed s != 0 is named <data>_<raster>_s<s>
+# Issue 41's features (a run with feature f != base is named <data>_<raster>_<f>[_s<s>]), e.g.
+# FEATS="base app pose both" SEEDS="0 1" DATAS="beer_prepared fern_prepared" RASTERS=tcgs_accutile
+FEATS=${FEATS:-base}
 PEERS=${PEERS:-beer_undistorted beer_prepared fern_undistorted fern_prepared}
 
 # data label -> the data overrides
@@ -30,6 +33,12 @@ declare -A DATA=(
   [fern_ignored]="data=colmap data.path=$W/fern_colmap data.undistort=false"
   [fern_undistorted]="data=colmap data.path=$W/fern_colmap"
   [fern_prepared]="data=colmap data.path=$W/fern_prepared"
+)
+declare -A FEAT=(
+  [base]=""
+  [app]="appearance=affine"
+  [pose]="pose_opt=true"
+  [both]="appearance=affine pose_opt=true"
 )
 declare -A RASTER=(
   [vanilla]="rasterizer=vanilla"
@@ -51,13 +60,13 @@ scenes)
 train)
   for data in $DATAS; do
     for raster in $RASTERS; do
-      for seed in $SEEDS; do
-        name="${data}_${raster}"; [ "$seed" = 0 ] || name="${name}_s$seed"
+      for feat in $FEATS; do for seed in $SEEDS; do
+        name="${data}_${raster}"; [ "$feat" = base ] || name="${name}_$feat"; [ "$seed" = 0 ] || name="${name}_s$seed"
         if grep -qs '"status": "ok"' "$R/runs/$name/summary.json"; then echo "done: $name"; continue; fi
         # shellcheck disable=SC2086  # the overrides are words
-        python train.py ${DATA[$data]} ${RASTER[$raster]} iterations="$ITERS" logger=none \
+        python train.py ${DATA[$data]} ${RASTER[$raster]} ${FEAT[$feat]} iterations="$ITERS" logger=none \
           paths.root="$R" name="$name" seed="$seed" resume=auto $EXTRA
-      done
+      done; done
     done
   done
   ;;
