@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -136,7 +137,10 @@ def test_preemption_signal_requeues_and_resumes(slurm, tmp_path):
             return state.get("Restarts") == "1" and state["JobState"] == "PENDING"
 
         assert slurm_cluster.wait_until(requeued, 60), job_state(slurm, job_id)
-        slurm.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")  # SLURM holds a requeued job ~2 min
+        # SLURM holds a requeued job ~2 min; started at once, its new credential must still be
+        # dated after the old one's revocation (whole seconds), or slurmd refuses the job
+        time.sleep(3)
+        slurm.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
         assert slurm_cluster.wait_until(lambda: launcher.poll() is not None, 120), "the requeued job did not finish"
     finally:
         if launcher.poll() is None:
