@@ -49,8 +49,4 @@ class BudgetStrategy(DefaultStrategy):
         score = torch.where(state["count"] > 0, grads * torch.sigmoid(params["opacity_logits"].detach()), 0.0)
         if room <= 0:
             return torch.zeros_like(score, dtype=torch.bool)
-        cost = torch.where(small, 1, self.split_n - 1)
-        order = torch.argsort(score, descending=True)
-        chosen = torch.zeros_like(score, dtype=torch.bool)
-        chosen[order] = torch.cumsum(cost[order], 0) <= room
-        return chosen & (score > 0)
+        return self._best_within(score > 0, score, small, room)

@@ -146,19 +146,24 @@ class DefaultStrategy(Strategy):
     def _within_cap(self, high, small, grads, cap: int, state: dict) -> torch.Tensor:
         """`high` less its lowest-gradient candidates, so that clones (one new Gaussian each)
         and splits (split_n - 1 each) keep the count within `cap`."""
-        cost = torch.where(small, 1, self.split_n - 1) * high
         room = cap - len(grads)
-        if int(cost.sum()) <= room:
+        if int((torch.where(small, 1, self.split_n - 1) * high).sum()) <= room:
             return high
         if not state.get("capped"):
             log.warning(f"densification reached its cap of {cap:,} Gaussians (strategy.options.max_gaussians; "
                         "default: one per training pixel): only the highest-gradient ones are cloned or split "
                         "from now on; raise it if the scene needs more")
         state["capped"] = 1
-        order = torch.argsort(torch.where(high, grads, -1.0), descending=True)
-        fits = torch.zeros_like(high)
+        return self._best_within(high, grads, small, room)
+
+    def _best_within(self, chosen, rank, small, room: int) -> torch.Tensor:
+        """`chosen` less its lowest-`rank` members, so that what the rest add (a clone one
+        Gaussian, a split split_n - 1) stays within `room`."""
+        cost = torch.where(small, 1, self.split_n - 1) * chosen
+        order = torch.argsort(torch.where(chosen, rank, -1.0), descending=True)
+        fits = torch.zeros_like(chosen)
         fits[order] = torch.cumsum(cost[order], 0) <= max(room, 0)
-        return high & fits
+        return chosen & fits
 
 
 def _fused_stats(grad: torch.Tensor, radii: torch.Tensor, half_w: float, half_h: float, state: dict) -> bool:
