@@ -9,6 +9,7 @@ import torch
 
 from gsexp.train.per_view import PerView
 
+
 class AffineAppearance(PerView):
     def __init__(self, num_images: int, device, lr: float = 1e-3, reg: float = 0.01):
         super().__init__((num_images, 3, 4), device, lr, reg, eps=1e-15)  # [M - I | b] per photo

@@ -79,7 +79,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
     trained = {"device": run.device.type if run.device.type == "cpu" else torch.cuda.get_device_name(run.device),
                "train_seconds": train_seconds, "phase_ms": timer.medians(), "peak_memory_mb": peak_memory_mb(run.device),
                "pair_overflows": run.pairs.settled_overflows(),
-               **{k: v for extra in (run.appearance, run.pose) if extra is not None for k, v in extra.summary().items()}}
+               **{k: v for extra in run.per_view().values() for k, v in extra.summary().items()}}
     return {**finished, **trained, "attempts": run.attempts, "error": None,
             "overrides": list(overrides), "status": "ok", "loop_started": loop_started, "loop_ended": loop_ended}
 
@@ -133,9 +133,8 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
         loss = photometric_loss(image, target, cfg.ssim_lambda, fused=cfg.fused_ssim)
     else:  # data.masks: masked pixels leave L1 and SSIM (both images masked, as gsplat's trainer)
         loss = photometric_loss(image * mask, target * mask, cfg.ssim_lambda, fused=cfg.fused_ssim)
-    for extra in (run.appearance, run.pose):
-        if extra is not None:
-            loss = loss + extra.regularization(view)
+    for extra in run.per_view().values():
+        loss = loss + extra.regularization(view)
     for extra in (run.strategy.regularization(params), run.compression.regularization(params)):
         if torch.is_tensor(extra) or extra != 0:  # adding a plain 0 would still cost a launch each way
             loss = loss + extra
@@ -148,9 +147,8 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
     run.compression.post_backward(params, state)
     timer.mark("densify")
     optimizer_step(run, out)
-    for extra in (run.appearance, run.pose):
-        if extra is not None:
-            extra.step()
+    for extra in run.per_view().values():
+        extra.step()
     timer.mark("optimizer")
     run.compression.step(params, optimizers, state, step, run.scene.train_cameras)
     timer.mark("densify")

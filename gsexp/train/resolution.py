@@ -4,8 +4,9 @@ early steps render and compare at a fraction of the image size, with the camera 
 
 `auto` derives the levels' start steps from the training images' spectra: a step's share of the
 ramp is the share of the images' spectral amplitude that the resolution can hold, so a level
-lasts as long as the detail it adds is worth. The measure: the radial amplitude spectrum of the
-grey images, mean removed, summed up to each level's Nyquist frequency. Natural images fall as
+lasts as long as the detail it adds is worth. The measure: the amplitude spectrum of the grey
+images, mean removed, summed over the frequencies an image of the level's size holds (|fx| and
+|fy| up to its Nyquist frequency). Natural images fall as
 1/frequency, so the share is about 1/downscale and a 4x level takes about a quarter of the ramp.
 `manual` takes the levels and their start steps as given (for a 30k-step run, scaled to
 `iterations` as the strategies' steps are). A pure function of the step: resuming is exact.

@@ -53,6 +53,10 @@ class Run:
     elapsed: float = 0.0  # training seconds of earlier attempts, up to their last checkpoint
     attempts: int = 1
 
+    def per_view(self) -> dict:
+        """What the training views own beside the model (gsexp/train/per_view.py), by checkpoint key."""
+        return {k: v for k, v in (("appearance", self.appearance), ("pose", self.pose)) if v is not None}
+
 
 @dataclass
 class Inputs:
@@ -216,9 +220,9 @@ def restore(ckpt: dict, run: Run) -> None:
     set_rng_state(ckpt["rng"])
     run.state = {k: (v.to(run.device) if torch.is_tensor(v) else v) for k, v in ckpt["strategy"].items()}
     run.start, run.order = ckpt["step"], ckpt["order"].tolist()
-    for name in ("appearance", "pose"):  # their parameters and Adam state, when the run has them
-        if getattr(run, name) is not None and name in ckpt:
-            getattr(run, name).load_state_dict(ckpt[name])
+    for name, extra in run.per_view().items():  # their parameters and Adam state
+        if name in ckpt:
+            extra.load_state_dict(ckpt[name])
 
 
 def payload(run: Run, step: int, train_seconds: float) -> dict:
@@ -229,4 +233,4 @@ def payload(run: Run, step: int, train_seconds: float) -> dict:
             "params": {k: v.detach().cpu() for k, v in run.params.items()},
             "optimizers": {k: o.state_dict() for k, o in run.optimizers.items()},
             "strategy": run.state, "rng": rng_state(), "config": OmegaConf.to_container(run.cfg, resolve=True),
-            **{name: getattr(run, name).state_dict() for name in ("appearance", "pose") if getattr(run, name) is not None}}
+            **{name: extra.state_dict() for name, extra in run.per_view().items()}}
