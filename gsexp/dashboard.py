@@ -42,9 +42,9 @@ from gsexp.sweep.results import (CONTEXT, backend_of, by_variant, collect, colum
                                  read_csv, scene_name, timing_columns, write_csv)
 
 PLOTS = ("quality_vs_speed.png", "quality_vs_train_time.png", "stages.png", "seeds.png")
-# x axes of the quality plots: key, label
-SPEED = {"render_ms": "render time per view (ms, median over test views)",
-         "train_seconds": "training time (s, evaluation excluded)"}
+# x axes of the quality plots: key -> (name, axis label)
+SPEED = {"render_ms": ("render time", "render time per view (ms, median over test views)"),
+         "train_seconds": ("training time", "training time (s, evaluation excluded)")}
 
 
 def short(label: str) -> str:
@@ -129,7 +129,7 @@ def time_error(p: dict, x: str = "render_ms") -> tuple[float, float] | None:
 
 
 def error_bars_note(points: list[dict], x: str = "render_ms") -> str:
-    what = "render time" if x == "render_ms" else "training time"
+    what = SPEED[x][0]
     if any(_finite(p.get(f"{x}_p25")) for p in points):
         xs = f"{what}: 25–75 % of the test views"
     elif any(p["runs"] > 1 for p in points):
@@ -156,14 +156,13 @@ def plot_quality_vs_speed(points: list[dict], path: Path, context: str = "", x: 
         front = pareto_front(pts, key, higher, x)
         ax.step([p[x] for p in front], [p[key] for p in front], where="post", color="tab:red",
                 label="Pareto front", zorder=2)
-        ax.set_xlabel(SPEED[x])
+        ax.set_xlabel(SPEED[x][1])
         ax.set_ylabel(name + (" (higher is better)" if higher else " (lower is better)"))
         ax.grid(alpha=0.3)
         ax.margins(0.12, 0.15)
         ax.legend(loc="lower right" if higher else "upper right", fontsize=8)
         placements.append((ax, [(p[x], p[key], short(p["variant"]), str(points.index(p) + 1)) for p in pts]))
-    what = "render time" if x == "render_ms" else "training time"
-    fig.suptitle(f"Quality vs {what} ({seeds_note(points)})\n{context}", fontsize=10)
+    fig.suptitle(f"Quality vs {SPEED[x][0]} ({seeds_note(points)})\n{context}", fontsize=10)
     fig.text(0.5, 0.005, error_bars_note(points, x), ha="center", va="bottom", fontsize=8, color="0.3")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     keyed = set()
