@@ -179,3 +179,6 @@ def test_profile_render_lists_where_a_frame_goes(synthetic, tmp_path, capsys):
     assert "ms of CPU ops per frame" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         profile_render.main(["--ply", str(tmp_path / "missing.ply")])
+    with pytest.raises(SystemExit):
+        profile_render.main(["--ply", str(tmp_path / "g.ply"), "--rasterizers", "torch:blend=fastest"])
+    assert "--rasterizers 'torch:blend=fastest'" in capsys.readouterr().err

@@ -67,6 +67,8 @@ def main(argv=None) -> int:
         except ImportError as e:
             print(f"{spec}: skipped ({e})", file=sys.stderr)
             continue
+        except ValueError as e:  # a misspelled variant or switch (the bench's parser names it)
+            p.error(f"--rasterizers {spec!r}: {e}")
         for cam in cameras:
             for _ in range(a.warmup):
                 r.render(cam, False)
