@@ -82,8 +82,9 @@ def gsplat_step(a):
     from gsexp.scene import load_scene
 
     dev = torch.device("cuda")
-    loss, ssim_source = make_loss(0.2, optional_module("gsplat.losses"), optional_module("fused_ssim"))
-    if "fused" not in ssim_source:
+    fused = optional_module("fused_ssim")  # main's ssim_loss calls it when importable, 1.5.3's loss directly
+    loss, ssim_source = make_loss(0.2, optional_module("gsplat.losses"), fused)
+    if fused is None:
         sys.exit(f"train_step.py: the peer's loss would not run fused_ssim ({ssim_source}); stage fused-ssim "
                  "(experiments/peers/build_wheels.sh)")
     scene = load_scene("blender", lego_path(a.data_path), background=(1.0, 1.0, 1.0))
