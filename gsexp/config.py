@@ -56,9 +56,12 @@ class CompressConfig:
 
 @dataclass
 class AppearanceConfig:
-    name: str = "none"  # none | affine (gsexp/train/appearance.py)
+    name: str = "none"  # none | affine | bilateral_grid (gsexp/train/appearance.py)
     lr: float = 1e-3
     reg: float = 0.01
+    grid_x: int = 16  # bilateral_grid's cells across, down, and over luma
+    grid_y: int = 16
+    grid_luma: int = 8
 
 
 @dataclass
@@ -115,6 +118,7 @@ class TrainConfig:
     sh_degree_interval: int = 1000
     ssim_lambda: float = 0.2
     sparse_adam: bool = False  # Adam moves only the Gaussians the view saw (a quality trade)
+    batch_size: int = 1        # training views per step (gsexp/train/recipe.py)
     pose_opt: bool = False     # a pose correction per training camera (gsexp/train/pose.py)
     pose_opt_lr: float = 1e-5
     pose_opt_reg: float = 1e-6
@@ -183,6 +187,16 @@ def check_schedule(sc, need) -> None:
              f"divisors >= 1 that end at 1 (full resolution), got {d}; {example}")
 
 
+def check_per_view(merged, need) -> None:
+    """What the training views own beside the model: appearance, pose_opt."""
+    need(merged.pose_opt_lr > 0 and merged.pose_opt_reg >= 0, "pose_opt_lr",
+         f"pose_opt_lr must be > 0 and pose_opt_reg >= 0, got {merged.pose_opt_lr}, {merged.pose_opt_reg}")
+    a = merged.appearance
+    need(a.lr > 0 and a.reg >= 0, "appearance", f"lr must be > 0 and reg >= 0, got lr={a.lr}, reg={a.reg}")
+    for key in ("grid_x", "grid_y", "grid_luma"):
+        need(a[key] >= 1, f"appearance.{key}", f"must be >= 1, got {a[key]}")
+
+
 def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
     """Merge into the schema (unknown keys and wrong types fail here) and check values."""
     cfg = named_background(cfg)
@@ -210,6 +224,7 @@ def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
     for key in ("eval_every", "checkpoint_every", "log_every", "sh_degree_interval"):
         need(merged[key] >= 0, key, f"must be >= 0, got {merged[key]}")
     need(0 <= merged.ssim_lambda <= 1, "ssim_lambda", f"must be in [0, 1], got {merged.ssim_lambda}")
+    need(merged.batch_size >= 1, "batch_size", f"must be an integer >= 1, got {merged.batch_size}")
     need(0 <= merged.model.sh_degree <= 3, "model.sh_degree", f"must be 0..3, got {merged.model.sh_degree}")
     need(merged.model.num_random > 0, "model.num_random", "must be > 0")
     need(0 < merged.model.init_opacity < 1, "model.init_opacity", "must be in (0, 1)")
@@ -229,11 +244,8 @@ def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
          f"rasterizer={raster.name} runs on a GPU; set device=cuda (or auto), or use rasterizer=torch on the CPU")
     choice("strategy.name", STRATEGIES)
     check_schedule(merged.schedule, need)
-    choice("appearance.name", ("none", "affine"))
-    need(merged.pose_opt_lr > 0 and merged.pose_opt_reg >= 0, "pose_opt_lr",
-         f"pose_opt_lr must be > 0 and pose_opt_reg >= 0, got {merged.pose_opt_lr}, {merged.pose_opt_reg}")
-    need(merged.appearance.lr > 0 and merged.appearance.reg >= 0, "appearance",
-         f"lr must be > 0 and reg >= 0, got lr={merged.appearance.lr}, reg={merged.appearance.reg}")
+    choice("appearance.name", ("none", "affine", "bilateral_grid"))
+    check_per_view(merged, need)
     choice("compress.name", COMPRESSIONS)
     if merged.compress.name != "none":
         from gsexp.compress import make_compression

@@ -1,9 +1,13 @@
-"""appearance=affine (issue 41): a colour transform per training photo, identity at the start,
-learning a photo's exposure / white-balance change, held back by its regularisation."""
+"""appearance=affine and appearance=bilateral_grid (issue 41): a colour transform (or a grid of
+them over x, y and luma) per training photo, identity at the start, learning a photo's colour
+change, held back (affine) or smoothed (the grid's total variation) by its regularisation."""
+import json
+
 import pytest
 import torch
 
-from gsexp.train.appearance import AffineAppearance
+from gsexp.train.appearance import AffineAppearance, BilateralGridAppearance, make_appearance
+from test_train_run import TINY, run_train
 
 
 def fit(reg: float, steps: int = 600):
@@ -40,3 +44,90 @@ def test_state_round_trips():
     other.load_state_dict(app.state_dict())
     assert torch.equal(other.delta, app.delta)
     assert other.summary()["appearance_mean_change"] == pytest.approx(app.summary()["appearance_mean_change"])
+
+
+def test_the_grid_is_identity_at_the_start():
+    app = BilateralGridAppearance(3, "cpu")
+    image = torch.rand(3, 12, 20)
+    assert torch.equal(app.apply(image, 2), image)
+    assert app.regularization(2).item() == 0 and app.summary()["appearance_mean_change"] == 0
+
+
+def test_the_grid_axes_are_x_y_and_luma():
+    """A red offset in one face of the grid moves the pixels along that face, not the far half."""
+    image = torch.rand(3, 24, 32)
+    right, left = (slice(None), -1), (slice(None), slice(None, 16))
+    top, bottom = (0, slice(None)), (slice(12, None), slice(None))
+    for face, edge, far in [((slice(None), slice(None), -1), right, left), ((slice(None), 0), top, bottom)]:
+        app = BilateralGridAppearance(1, "cpu")
+        with torch.no_grad():
+            app.delta[0, 3][face] = 1.0  # row 0's offset: the red channel, [luma, y, x] cells
+        moved = (app.apply(image, 0) - image).detach()
+        assert moved[1:].abs().max() < 1e-6 and moved[0][edge].min() > 0.5 and moved[0][far].abs().max() < 1e-6
+    app = BilateralGridAppearance(1, "cpu")
+    with torch.no_grad():
+        app.delta[0, 3, -1] = 1.0  # the brightest luma bin only
+    dark, bright = torch.full((3, 4, 4), 0.05), torch.full((3, 4, 4), 0.95)
+    assert (app.apply(dark, 0) - dark)[0].max() < 1e-6 and (app.apply(bright, 0) - bright)[0].min() > 0.5
+
+
+def test_total_variation_is_zero_at_the_start_and_smooths_the_grid():
+    app = BilateralGridAppearance(2, "cpu", lr=0.02, reg=10.0, grid_x=8, grid_y=8, grid_luma=4)  # small: fast
+    assert app.regularization(1).item() == 0
+    with torch.no_grad():  # a constant change plus noise: smoothing should keep the one, lose the other
+        app.delta[1] = 0.3 + 0.1 * torch.randn(app.delta[1].shape, generator=torch.Generator().manual_seed(0))
+    start = app.regularization(1).item()
+    assert start > 0
+    for _ in range(60):
+        app.regularization(1).backward()
+        app.step()
+    assert app.regularization(1).item() < 0.05 * start
+    grid = app.delta[1].detach()
+    assert abs(grid.mean().item() - 0.3) < 0.02 and grid.std() < 0.02
+    assert app.delta[0].abs().max() == 0  # another photo's grid is not its business
+
+
+def spatial_fit_error(app, steps=150):
+    """Fit `app` (photo 0) to a render whose photo is darker on its left half, as a vignette or
+    a shadowed capture would be: mean squared error after `steps` of the training loss."""
+    gen = torch.Generator().manual_seed(0)
+    render = torch.rand(3, 24, 24, generator=gen)
+    photo = torch.where(torch.arange(24) < 12, 0.6 * render, render)
+    for _ in range(steps):
+        ((app.apply(render, 0) - photo).abs().mean() + app.regularization(0)).backward()
+        app.step()
+    with torch.no_grad():
+        return (app.apply(render, 0) - photo).square().mean().item()
+
+
+def test_the_grid_learns_a_change_across_the_photo_that_affine_cannot():
+    affine = spatial_fit_error(AffineAppearance(1, "cpu", lr=0.02, reg=0.0))
+    grid = spatial_fit_error(BilateralGridAppearance(1, "cpu", lr=0.02))  # the default TV weight
+    assert affine > 0.015  # one colour transform for the photo cannot darken only its left half
+    assert grid < 0.05 * affine  # (a grid blind to x only halves the affine error)
+
+
+def test_the_grid_state_round_trips():
+    app = BilateralGridAppearance(2, "cpu", lr=0.02)
+    spatial_fit_error(app, steps=5)
+    other = BilateralGridAppearance(2, "cpu", lr=0.02)
+    other.load_state_dict(app.state_dict())
+    assert torch.equal(other.delta, app.delta)
+    assert other.summary()["appearance_mean_change"] == app.summary()["appearance_mean_change"] > 0
+    image = torch.rand(3, 8, 8)
+    assert torch.equal(other.apply(image, 0), app.apply(image, 0))
+
+
+def test_an_unknown_appearance_names_its_key():
+    from omegaconf import OmegaConf
+
+    with pytest.raises(ValueError, match="appearance.name"):
+        make_appearance(OmegaConf.create({"appearance": {"name": "grid", "lr": 1e-3, "reg": 0}}), 2, "cpu")
+
+
+def test_train_py_trains_with_the_grid(tmp_path):
+    run_train([*TINY, "iterations=4", "eval_every=0", "checkpoint_every=4", "appearance=bilateral_grid"], tmp_path)
+    (summary,) = [json.loads(p.read_text()) for p in tmp_path.rglob("summary.json")]
+    assert summary["status"] == "ok" and summary["appearance_mean_change"] > 0
+    ckpt = torch.load(next(tmp_path.rglob("step_000004.pt")), weights_only=True)
+    assert ckpt["appearance"]["delta"].shape[1:] == (12, 8, 16, 16)

@@ -182,6 +182,71 @@ def test_overwrite_replaces_the_scene_once_complete(photos, tmp_path):
     assert (scene / "sparse/0/cameras.bin").is_file() and len(list((scene / "images").iterdir())) == summary.registered
 
 
+def write_masks(photos: Path, folder: Path, names) -> Path:
+    """A mask per photo, named as it and of its size: white but for a black off-centre rectangle."""
+    folder.mkdir()
+    for name in names:
+        with Image.open(photos / name) as im:
+            width, height = im.size
+        arr = np.full((height, width), 255, np.uint8)
+        arr[height // 10:height // 3, width // 2:width - width // 8] = 0
+        Image.fromarray(arr).save(folder / f"{Path(name).stem}.png")
+    return folder
+
+
+def test_masks_are_undistorted_as_their_photos(photos, tmp_path, capsys):
+    from gsexp.scene import load_scene
+    from gsexp.scene.masks import load_masks
+    from gsexp.scene.undistort import camera_options
+
+    five = tmp_path / "five"
+    five.mkdir()
+    names = sorted(os.listdir(photos))[:5]
+    for name in names:
+        (five / name).write_bytes((photos / name).read_bytes())
+    masks, scene = write_masks(five, tmp_path / "masks", names), tmp_path / "scene"
+    assert main([str(five), str(scene), "--masks", str(masks), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert f"data.masks={scene / 'masks'}" in out
+    assert json.loads((scene / "prepare.json").read_text())["masks"] == str(masks.resolve())
+    written = sorted(p.name for p in (scene / "masks").iterdir())
+    assert written == sorted(p.name for p in (scene / "images").iterdir()) and len(written) >= 4
+    # Each mask went through its photo's warp: pycolmap's undistortion with the mapped camera.
+    pycolmap = import_pycolmap()
+    rec = pycolmap.Reconstruction(str(scene / "distorted/sparse/0"))
+    for im in rec.images.values():
+        mask = np.asarray(Image.open(masks / f"{Path(im.name).stem}.png"))
+        expected, _ = pycolmap.undistort_image(camera_options(SfmOptions().max_size), pycolmap.Bitmap.from_array(mask),
+                                               im.camera)
+        with Image.open(scene / "masks" / f"{Path(im.name).stem}.png") as got, \
+                Image.open(scene / "images" / f"{Path(im.name).stem}.png") as photo:
+            assert got.mode == "L" and got.size == photo.size
+            np.testing.assert_array_equal(np.asarray(got), expected.to_array().reshape(got.height, got.width))
+    loaded = load_scene("colmap", scene, test_every=0)  # PINHOLE: the masks are read as written
+    assert len(load_masks(scene / "masks", loaded)) == len(loaded.train_cameras)
+
+
+def test_mask_folder_problems_are_one_line_before_any_sfm(photos, tmp_path, capsys, monkeypatch):
+    import gsexp.prepare.pipeline as pipeline
+
+    def no_sfm(*args, **kwargs):
+        raise AssertionError("structure from motion ran before the masks were checked")
+
+    monkeypatch.setattr(pipeline, "run_sfm", no_sfm)
+    names = sorted(os.listdir(photos))
+    masks, scene = write_masks(photos, tmp_path / "masks", names), tmp_path / "scene"
+    check_one_line(*run_cli(capsys, photos, scene, "--masks", tmp_path / "none"), "mask folder", "does not exist")
+    check_one_line(*run_cli(capsys, photos, scene, "--masks", photos), "the mask folder is the image folder")
+    (masks / "0003.png").unlink()
+    (masks / "0007.png").unlink()
+    check_one_line(*run_cli(capsys, photos, scene, "--masks", masks),
+                   "no mask for photo 0003.jpg", "2 of 10 photos have none", "add 0003.png")
+    Image.new("L", (100, 50), 255).save(masks / "0003.jpg")  # another image type is fine, not another size
+    Image.new("L", (100, 50), 255).save(masks / "0007.png")
+    check_one_line(*run_cli(capsys, photos, scene, "--masks", masks),
+                   f"mask {masks / '0003.jpg'} is 100x50 but its photo 0003.jpg is", "at its photo's size")
+    assert not scene.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["masks"]
+
 
 class FakeModel:
     """Stands in for a pycolmap.Reconstruction in pick_model: the names it registered."""

@@ -3,7 +3,8 @@
 Structure from motion (SIFT features, exhaustive or sequential matching, incremental mapping) and
 undistortion through pycolmap, on the CPU. The scene folder gets images/ (undistorted PNG) and
 sparse/0 (PINHOLE cameras), which `python train.py data=colmap data.path=<scene dir>` reads,
-plus distorted/sparse/0 (the model as mapped) and prepare.json. The image folder is only read.
+plus distorted/sparse/0 (the model as mapped) and prepare.json; with --masks also masks/ (the
+masks warped as their photos, for data.masks). The image and mask folders are only read.
 
 A user error (too few or unreadable photos, nothing registered, a disconnected capture, a scene
 folder in the way) prints one line and exits with 2.
@@ -38,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--matcher", default=d.matcher, choices=MATCHERS,
                    help="exhaustive: every pair (photos); sequential: neighbours in name order (video frames)")
     p.add_argument("--overlap", type=int, default=d.overlap, help="sequential: frames matched after each one")
+    p.add_argument("--masks", metavar="FOLDER",
+                   help="training masks, one per photo: named as the photo (any image type), of its size, white = "
+                        "use; written undistorted like the photos to <scene>/masks/ for data.masks=<scene>/masks")
     p.add_argument("--keep-largest", action="store_true",
                    help="if the photos form several models, keep the largest instead of failing")
     p.add_argument("--overwrite", action="store_true",
@@ -51,7 +55,8 @@ def main(argv=None) -> int:
     opts = SfmOptions(camera_model=args.camera_model, single_camera=args.single_camera, max_size=args.max_size,
                       matcher=args.matcher, overlap=args.overlap, keep_largest=args.keep_largest)
     try:
-        summary = prepare(args.images, args.scene, opts, overwrite=args.overwrite, display=Display(quiet=args.quiet))
+        summary = prepare(args.images, args.scene, opts, masks=args.masks, overwrite=args.overwrite,
+                          display=Display(quiet=args.quiet))
     except USER_ERRORS as err:
         print(f"{PROG}: error: {one_line(err)}", file=sys.stderr)
         return 2

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from PIL import Image, UnidentifiedImageError
 
+from gsexp.scene.masks import mask_file
+
 PHOTO_EXTENSIONS = (".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp")
 MIN_IMAGES = 3  # incremental mapping needs an initial pair and one more view to be worth running
 
@@ -49,6 +51,42 @@ def photo_sizes(folder: Path, names: list[str]) -> dict[str, tuple[int, int]]:
         raise PrepareError(f"cannot read {len(bad)} of {len(names)} file(s) in {folder}: {'; '.join(bad[:5])}"
                            f"{' ...' if len(bad) > 5 else ''}; replace them or move them out of the folder")
     return sizes
+
+
+def mask_files(folder: Path, images: Path, scene: Path, sizes: dict) -> dict[str, Path]:
+    """photo name -> its mask in `folder`: named as the photo (any image type), of the photo's size
+    (`sizes`: name -> (width, height)). Checked before any SfM; the first photo without a fitting
+    mask is the error."""
+    if not folder.exists():
+        raise PrepareError(f"mask folder {folder} does not exist (relative paths are from {Path.cwd()})")
+    if not folder.is_dir():
+        raise PrepareError(f"mask folder {folder} is not a folder; give the folder that holds the masks")
+    src, dst = folder.resolve(), scene.resolve()
+    if src == images.resolve():  # a photo would pass for its own mask
+        raise PrepareError(f"the mask folder is the image folder {images}; keep the masks in a folder of their own, "
+                           "named as the photos")
+    if dst == src or dst in src.parents:  # --overwrite would delete the masks with the old scene
+        raise PrepareError(f"mask folder {folder} is inside the scene folder {scene}; move the masks out first, or "
+                           "choose another scene folder")
+    files = {}
+    for name, (width, height) in sizes.items():
+        stem = Path(name).stem
+        path = mask_file(folder, stem)
+        if path is None:
+            missing = sum(mask_file(folder, Path(n).stem) is None for n in sizes)
+            raise PrepareError(f"no mask for photo {name} in {folder} ({missing} of {len(sizes)} photos have none); "
+                               f"add {stem}.png (or another image type) of the photo's size, white = use")
+        try:
+            with Image.open(path) as im:
+                size = im.size
+        except (UnidentifiedImageError, OSError) as err:
+            raise PrepareError(f"cannot read mask {path} ({type(err).__name__}); replace it with a greyscale "
+                               "image of the photo's size, white = use") from None
+        if size != (width, height):
+            raise PrepareError(f"mask {path} is {size[0]}x{size[1]} but its photo {name} is {width}x{height}; "
+                               "save each mask at its photo's size")
+        files[name] = path
+    return files
 
 
 def check_folders(images: Path, scene: Path, overwrite: bool) -> None:

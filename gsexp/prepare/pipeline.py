@@ -1,6 +1,7 @@
 """prepare(): photos -> a scene folder that `data=colmap` reads (images/ + sparse/0, PINHOLE cameras).
 
     <scene>/images/*.png         the registered photos, undistorted (lossless)
+    <scene>/masks/*.png          with masks: theirs, warped as the photos and named as images/ (data.masks)
     <scene>/sparse/0/            the model with those PINHOLE cameras
     <scene>/distorted/sparse/0/  the model as mapped, with the chosen (distorted) camera model
     <scene>/prepare.json         the options and the summary
@@ -14,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from gsexp.prepare.inputs import PrepareError, check_folders, list_photos, photo_sizes, staging
+from gsexp.prepare.inputs import PrepareError, check_folders, list_photos, mask_files, photo_sizes, staging
 from gsexp.prepare.progress import Display
 from gsexp.prepare.sfm import CAMERA_MODELS, MATCHERS, SfmOptions, extract, match, pick_model, reconstruct
 from gsexp.scene.undistort import import_pycolmap, undistort_model
@@ -30,13 +31,15 @@ class Summary:
     seconds: float
     dropped: list = field(default_factory=list)
     stage_seconds: dict = field(default_factory=dict)
+    masks: str | None = None    # the undistorted masks' folder, with --masks
 
     def lines(self) -> list[str]:
         out = [f"{self.scene}: {self.registered}/{self.images} images registered, {self.points:,} points, "
                f"mean reprojection error {self.reprojection_error:.3f} px, {self.seconds:.1f} s"]
         if self.dropped:
             out.append(f"not registered ({len(self.dropped)}): {', '.join(self.dropped)}")
-        out.append(f"train it: python train.py data=colmap data.path={self.scene}")
+        out.append(f"train it: python train.py data=colmap data.path={self.scene}"
+                   + (f" data.masks={self.masks}" if self.masks else ""))
         return out
 
 
@@ -50,11 +53,12 @@ def check_options(opts: SfmOptions) -> None:
                            f"{opts.overlap}")
 
 
-def prepare(images, scene, opts: SfmOptions | None = None, *, overwrite: bool = False,
+def prepare(images, scene, opts: SfmOptions | None = None, *, masks=None, overwrite: bool = False,
             display: Display | None = None) -> Summary:
     """Structure from motion and undistortion of the photos in `images` into the folder `scene`.
     Nothing is written into `images`; `scene` must be new or empty unless overwrite, and is
-    replaced only once the new scene is complete."""
+    replaced only once the new scene is complete. masks: a folder of a mask per photo, named as
+    it and of its size, written undistorted into scene/masks."""
     opts = opts or SfmOptions()
     display = display or Display()
     images, scene = Path(images), Path(scene)
@@ -71,18 +75,19 @@ def prepare(images, scene, opts: SfmOptions | None = None, *, overwrite: bool = 
         counts = {f"{w}x{h}": sum(s == (w, h) for s in sizes.values()) for w, h in set(sizes.values())}
         raise PrepareError(f"the photos in {images} have {len(counts)} sizes ({counts}); one shared camera needs "
                            "one size: pass --no-single-camera (a camera per photo)")
+    masked = mask_files(Path(masks), images, scene, sizes) if masks is not None else None
     with staging(scene) as out, quiet_colmap():
         model = run_sfm(images, out, names, opts, display, times)
         error = float(model.rec.compute_mean_reprojection_error())  # of the model as mapped
         stage = display.stage("undistorting", len(model.registered))
         undistort_model(model.rec, images, out, max_size=opts.max_size or None,
-                        on_image=lambda _: stage.advance())
+                        on_image=lambda _: stage.advance(), masks=masked)
         times["undistorting"] = stage.done()
         summary = Summary(str(scene), len(names), len(model.registered), model.rec.num_points3D(), error,
                           round(time.monotonic() - started, 2), model.dropped,
-                          {k: round(v, 2) for k, v in times.items()})
-        record = {"images": str(images.resolve()), "options": asdict(opts), "summary": asdict(summary),
-                  "other_models": model.others}
+                          {k: round(v, 2) for k, v in times.items()}, str(scene / "masks") if masked else None)
+        record = {"images": str(images.resolve()), "masks": str(Path(masks).resolve()) if masked else None,
+                  "options": asdict(opts), "summary": asdict(summary), "other_models": model.others}
         (out / "prepare.json").write_text(json.dumps(record, indent=1))
     return summary
 

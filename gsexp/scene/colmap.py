@@ -57,8 +57,10 @@ def load_colmap(path, *, downscale=1, images=None, test_every=8, undistort=True,
     models = {im.camera.model.name for im in registered}
     check_models(models, sparse, undistort)
     source = {}  # undistorted image name -> the user's image name
+    undistortion = None  # where the undistorted scene came from, for data.masks (masks.load_masks)
     if undistort and models - set(PINHOLE_MODELS):
         entry, source = cached_undistortion(sparse, image_dir, Path(cache) / "undistorted")
+        undistortion = {"sparse": str(sparse), "images": str(image_dir), "entry": str(entry)}
         rec, image_dir = pycolmap.Reconstruction(str(entry / "sparse" / "0")), entry / "images"
         # Sorted by the source names, so the test views are those of undistort=False.
         registered = sorted(registered_images(rec), key=lambda im: source.get(im.name, im.name))
@@ -86,7 +88,7 @@ def load_colmap(path, *, downscale=1, images=None, test_every=8, undistort=True,
     rgb = np.array([p.color for p in rec.points3D.values()], dtype=np.float32).reshape(-1, 3) / 255.0
     return Scene(*views, points=torch.from_numpy(xyz), point_colors=torch.from_numpy(rgb), name=root.name, only=only,
                  meta={"kind": "colmap", "path": str(root), "downscale": downscale, "images": images,
-                       "undistorted": bool(source)})
+                       "undistorted": bool(source), "undistortion": undistortion})
 
 
 def check_models(models: set, sparse: Path, undistort: bool) -> None:

@@ -1,6 +1,7 @@
 """Undistorting COLMAP models through pycolmap: each registered image warped to a PINHOLE camera
 (pycolmap.undistort_image, saved as lossless PNG) and the model rewritten with those cameras.
-gsexp.prepare writes its scene with it; the colmap loader keeps its result in a cache folder."""
+gsexp.prepare writes its scene with it; the colmap loader keeps its result in a cache folder.
+Training masks go through the same call with the same options and camera, so they keep lining up."""
 from __future__ import annotations
 
 import hashlib
@@ -70,9 +71,12 @@ def check_image_files(image_dir: Path, images, where: str) -> None:
                                 "check that the image folder is complete")
 
 
-def undistort_model(rec, image_dir, out_dir, *, max_size: int | None = None, on_image=None) -> dict:
+def undistort_model(rec, image_dir, out_dir, *, max_size: int | None = None, on_image=None,
+                    masks: dict | None = None) -> dict:
     """Write out_dir/images/*.png and out_dir/sparse/0 (PINHOLE cameras) for rec's registered
-    images; rec is changed in place. Returns {new name: source name}. on_image(name) after each."""
+    images; rec is changed in place. Returns {new name: source name}. on_image(name) after each.
+    masks: {image name: its mask file, of the image's size}, written warped as the image into
+    out_dir/masks/ under the image's new name."""
     pycolmap = import_pycolmap()
     image_dir, out_dir = Path(image_dir), Path(out_dir)
     options = camera_options(max_size)
@@ -91,9 +95,10 @@ def undistort_model(rec, image_dir, out_dir, *, max_size: int | None = None, on_
             raise ValueError(f"{image_dir / im.name} is {bitmap.width}x{bitmap.height} but its camera is "
                              f"{cam.width}x{cam.height}; the images do not belong to this COLMAP model")
         warped, _ = pycolmap.undistort_image(options, bitmap, cam)
-        path = out_dir / "images" / names[im.name]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(warped.to_array()).save(path, compress_level=1)  # lossless; level 1 for speed
+        save_png(warped.to_array(), out_dir / "images" / names[im.name])
+        if masks is not None:
+            save_png(warp_mask(options, read_mask(masks[im.name], (cam.width, cam.height)), cam),
+                     out_dir / "masks" / names[im.name])
         move_points2d(im, cam, pinhole[im.camera_id])
         if on_image is not None:
             on_image(im.name)
@@ -106,6 +111,29 @@ def undistort_model(rec, image_dir, out_dir, *, max_size: int | None = None, on_
     sparse.mkdir(parents=True, exist_ok=True)
     rec.write_binary(str(sparse))
     return {new: old for old, new in names.items()}
+
+
+def read_mask(path: Path, size: tuple[int, int]) -> np.ndarray:
+    """The mask as greyscale uint8 [H, W] at `size` (width, height) of its image."""
+    with Image.open(path) as im:
+        im = im.convert("L")
+        if im.size != tuple(size):  # e.g. full-size masks of an images_4 folder
+            im = im.resize(size, Image.BOX if im.width >= size[0] else Image.BILINEAR)
+        return np.asarray(im)
+
+
+def warp_mask(options, mask: np.ndarray, cam) -> np.ndarray:
+    """The mask through its image's warp: pycolmap.undistort_image with the same options and camera
+    (so the same output size and sampling), on a greyscale bitmap; pixels that come from outside the
+    image are 0 (not used)."""
+    pycolmap = import_pycolmap()
+    warped, _ = pycolmap.undistort_image(options, pycolmap.Bitmap.from_array(np.ascontiguousarray(mask)), cam)
+    return warped.to_array().reshape(warped.height, warped.width)
+
+
+def save_png(array: np.ndarray, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(array).save(path, compress_level=1)  # lossless; level 1 for speed
 
 
 def move_points2d(im, distorted, pinhole) -> None:
@@ -144,14 +172,53 @@ def cached_undistortion(sparse, image_dir, cache_root) -> tuple[Path, dict]:
         (partial / "source.json").write_text(json.dumps(
             {"sparse": str(sparse.resolve()), "images": str(image_dir.resolve())}, indent=1))
         (partial / "names.json").write_text(json.dumps(names, indent=1))
-        try:
-            partial.rename(entry)
-        except OSError:  # another process finished the same entry first
-            if not (entry / "names.json").is_file():
-                raise
+        publish(partial, entry, "names.json")
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return entry, json.loads((entry / "names.json").read_text())
+
+
+def publish(partial: Path, entry: Path, last_file: str) -> None:
+    """Move a finished partial folder to its cache entry (one rename: readers see all or nothing)."""
+    try:
+        partial.rename(entry)
+    except OSError:  # another process finished the same entry first
+        if not (entry / last_file).is_file():
+            raise
+
+
+def cached_masks(files: dict, undistortion: dict) -> dict:
+    """{view name: its undistorted mask}: each of `files` ({view name, the stem of its image's
+    name: the user's mask}) warped as cached_undistortion warped that image, kept in the same
+    entry under masks-<key>. The key hashes the masks' paths, sizes and modification times, so an
+    edited or another mask folder is never served an old warp."""
+    pycolmap = import_pycolmap()
+    sparse, image_dir, entry = (Path(undistortion[k]) for k in ("sparse", "images", "entry"))
+    h = hashlib.sha256(f"v{CACHE_VERSION} masks".encode())
+    for name, path in sorted(files.items()):
+        st = Path(path).stat()
+        h.update(f"{name} {Path(path).resolve()} {st.st_size} {st.st_mtime_ns}".encode())
+    folder = entry / f"masks-{h.hexdigest()[:16]}"
+    warped = {name: folder / f"{name}.png" for name in files}
+    if (folder / "done").is_file():  # written last
+        return warped
+    # The cameras as cached_undistortion had them: the model's, fitted to the image folder.
+    rec = pycolmap.Reconstruction(str(sparse))
+    images = registered_images(rec)
+    fit_cameras_to_images(rec, image_dir, images)
+    cameras = {Path(im.name).stem: rec.cameras[im.camera_id] for im in images}
+    options = camera_options()  # cached_undistortion's (no max_size)
+    partial = entry / f".{folder.name}.{os.getpid()}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        for name, path in files.items():
+            cam = cameras[name]
+            save_png(warp_mask(options, read_mask(path, (cam.width, cam.height)), cam), partial / f"{name}.png")
+        (partial / "done").write_text("")
+        publish(partial, folder, "done")
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return warped
 
 
 def fit_cameras_to_images(rec, image_dir: Path, images) -> None:

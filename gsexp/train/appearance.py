@@ -1,13 +1,27 @@
-"""Per-photo appearance compensation (appearance=affine): each training photo gets a colour
+"""Per-photo appearance compensation. appearance=affine: each training photo gets a colour
 transform, rendered colour -> M_i colour + b_i (M_i 3x3, b_i 3), learnt with the model from
 identity, with reg x |[M_i - I, b_i]|^2 added to the loss so it explains only what the photos do
-not share (exposure, white balance). The test views have no transform: they are evaluated as
-rendered, and cc_psnr (gsexp.metrics) scores them after their best affine fit, as gsplat does."""
+not share (exposure, white balance). appearance=bilateral_grid: each photo gets a grid of such
+transforms over (x, y, luma) instead (Wang et al. 2024, as gsplat's post-processing), so the
+change may vary across the photo and with brightness (vignetting, local tone mapping); reg x
+the grid's total variation keeps it smooth. The test views have no transform: they are evaluated
+as rendered, and cc_psnr (gsexp.metrics) scores them after their best affine fit, as gsplat does."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from gsexp.train.per_view import PerView
+
+LUMA = (0.299, 0.587, 0.114)  # the bilateral grid's guide: Rec. 601 luma of the render
+
+
+def transform(image: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """[3, H, W] image through (identity + d) applied to [r, g, b, 1]; d is [3, 4] or, one per
+    pixel, [3, 4, H, W]."""
+    if d.dim() == 2:
+        return image + torch.einsum("ij,jhw->ihw", d[:, :3], image) + d[:, 3, None, None]
+    return image + torch.einsum("ijhw,jhw->ihw", d[:, :3], image) + d[:, 3]
 
 
 class AffineAppearance(PerView):
@@ -16,8 +30,7 @@ class AffineAppearance(PerView):
 
     def apply(self, image: torch.Tensor, view: int) -> torch.Tensor:
         """[3, H, W] render -> the training photo `view`'s colours."""
-        d = self.delta[view]
-        return image + torch.einsum("ij,jhw->ihw", d[:, :3], image) + d[:, 3, None, None]
+        return transform(image, self.delta[view])
 
     def summary(self) -> dict:
         """How far the photos' transforms went from identity (mean over photos)."""
@@ -25,6 +38,50 @@ class AffineAppearance(PerView):
         return {"appearance_mean_change": float(d.square().sum((1, 2)).sqrt().mean())}
 
 
+class BilateralGridAppearance(PerView):
+    """Per photo a [12, luma, y, x] grid of 3x4 transforms' changes from identity, sliced
+    trilinearly at each pixel's (x, y, luma)."""
+
+    def __init__(self, num_images: int, device, lr: float = 2e-3, reg: float = 10.0,
+                 grid_x: int = 16, grid_y: int = 16, grid_luma: int = 8):
+        super().__init__((num_images, 12, grid_luma, grid_y, grid_x), device, lr, reg, eps=1e-15)
+
+    def apply(self, image: torch.Tensor, view: int) -> torch.Tensor:
+        """[3, H, W] render -> the training photo `view`'s colours."""
+        _, h, w = image.shape
+        weights = torch.tensor(LUMA, dtype=image.dtype, device=image.device)
+        luma = torch.einsum("c,chw->hw", weights, image).clamp(0, 1)
+        # Pixel centres in [0, 1]; align_corners=True puts 0 and 1 on the grid's end cells.
+        y, x = torch.meshgrid((torch.arange(h, device=image.device, dtype=image.dtype) + 0.5) / h,
+                              (torch.arange(w, device=image.device, dtype=image.dtype) + 0.5) / w, indexing="ij")
+        at = torch.stack((x, y, luma), -1) * 2 - 1  # grid_sample's (x, y, z) order, in [-1, 1]
+        d = F.grid_sample(self.delta[view][None], at[None, None], mode="bilinear",
+                          padding_mode="border", align_corners=True)  # [1, 12, 1, H, W]
+        return transform(image, d.view(3, 4, h, w))
+
+    def regularization(self, view: int) -> torch.Tensor:
+        """reg x the grid's total variation: squared differences of neighbouring cells along
+        luma, y and x, each averaged over the cells (gsplat's TV loss, for one photo)."""
+        g = self.delta[view]
+        tv = g.new_zeros(())
+        for axis in (1, 2, 3):
+            if g.shape[axis] > 1:  # a one-cell axis has no neighbours
+                tv = tv + torch.diff(g, dim=axis).square().mean()
+        return self.reg * tv
+
+    def summary(self) -> dict:
+        """How far the grids went from identity: each photo's RMS change, mean over photos."""
+        d = self.delta.detach().flatten(1)
+        return {"appearance_mean_change": float(d.square().mean(1).sqrt().mean())}
+
+
 def make_appearance(cfg, num_images: int, device):
     a = cfg.appearance
-    return None if a.name == "none" else AffineAppearance(num_images, device, lr=a.lr, reg=a.reg)
+    if a.name == "none":
+        return None
+    if a.name == "affine":
+        return AffineAppearance(num_images, device, lr=a.lr, reg=a.reg)
+    if a.name == "bilateral_grid":
+        return BilateralGridAppearance(num_images, device, lr=a.lr, reg=a.reg,
+                                       grid_x=a.grid_x, grid_y=a.grid_y, grid_luma=a.grid_luma)
+    raise ValueError(f"config key 'appearance.name': {a.name!r} is not one of none, affine, bilateral_grid")

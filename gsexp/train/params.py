@@ -2,6 +2,8 @@
 group, so a strategy that adds or removes Gaussians can edit both dicts in place."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 # name -> learning rate; "means" is scaled by the scene extent
@@ -29,3 +31,15 @@ def means_lr(step: int, total: int, extent: float) -> float:
     """3DGS position schedule: log-linear from 1.6e-4 to 1.6e-6 (x extent) over the run."""
     t = min(max(step / max(total, 1), 0.0), 1.0)
     return extent * 1.6e-4 ** (1 - t) * 1.6e-6 ** t
+
+
+def scale_for_batch(optimizer: torch.optim.Optimizer, k: int) -> None:
+    """k views a step (batch_size): lr x sqrt(k) and eps / sqrt(k) as gsplat's trainer; betas to
+    the k-th power, the decay of k one-view steps (gsplat's 1 - k (1 - beta) agrees to first
+    order and turns negative past k = 10)."""
+    if k == 1:
+        return
+    for group in optimizer.param_groups:
+        group["lr"] *= math.sqrt(k)
+        group["eps"] /= math.sqrt(k)
+        group["betas"] = tuple(b ** k for b in group["betas"])

@@ -102,24 +102,65 @@ def gaussians(run: Run):
 
 
 def train_step(run: Run, step: int, timer: PhaseTimer):
-    """One optimisation step on a training view: (render output, loss, target)."""
+    """One optimisation step on batch_size training views: (the last view's render output, the
+    loss, its target). k views: the mean of their losses, one backward, one Adam step."""
     cfg, params, optimizers, state = run.cfg, run.params, run.optimizers, run.state
+    k = cfg.batch_size
+    views = [next_view(run) for _ in range(k)]
+    sh_degree = min(step // cfg.sh_degree_interval, cfg.model.sh_degree) if cfg.sh_degree_interval \
+        else cfg.model.sh_degree
+    for group in optimizers["means"].param_groups:  # x sqrt(k) as the other rates (params.scale_for_batch)
+        group["lr"] = means_lr(step, cfg.iterations, run.scene.extent) * (math.sqrt(k) if k > 1 else 1)
+    # A random background (as 3DGS's option) regularises: targets keep the scene's own.
+    bg = torch.rand(3).tolist() if cfg.random_background else tuple(run.scene.background)
+
+    rendered, loss = [], 0.0
+    for view in views:
+        out, camera, view_loss, target = view_loss_of(run, view, step, bg, sh_degree, timer)
+        rendered.append((out, camera))
+        loss = view_loss if k == 1 else loss + view_loss / k
+    for extra in (run.strategy.regularization(params), run.compression.regularization(params)):
+        if torch.is_tensor(extra) or extra != 0:  # adding a plain 0 would still cost a launch each way
+            loss = loss + extra
+    timer.mark("loss")
+    run.strategy.step_pre_backward(params, optimizers, state, step, out)
+    loss.backward()
+    timer.mark("backward")
+    for i, (seen, camera) in enumerate(rendered):
+        if k > 1:  # each view's screen gradient as if it trained alone: the loss took 1/k of it
+            for grad in (seen.means2d.grad, seen.means2d_absgrad):
+                if grad is not None:
+                    grad.mul_(k)
+        if i < k - 1:  # statistics only; the last view's call also refines, once a step
+            run.strategy.observe(params, state, step, seen, camera.width, camera.height)
+    run.strategy.step_post_backward(params, optimizers, state, step, out, camera.width, camera.height,
+                                    lr=optimizers["means"].param_groups[0]["lr"])
+    run.compression.post_backward(params, state)
+    timer.mark("densify")
+    optimizer_step(run, [seen for seen, _ in rendered])
+    for extra in run.per_view().values():
+        extra.step()
+    timer.mark("optimizer")
+    run.compression.step(params, optimizers, state, step, run.scene.train_cameras)
+    timer.mark("densify")
+    return out, loss, target
+
+
+def next_view(run: Run) -> int:
     if not run.order:  # a fresh random pass over the training views
         run.order = torch.randperm(len(run.images)).tolist()
-    view = run.order.pop()
+    return run.order.pop()
+
+
+def view_loss_of(run: Run, view: int, step: int, bg, sh_degree: int, timer: PhaseTimer):
+    """Render training view `view` and score it: (render output, camera, loss, target)."""
+    cfg, params = run.cfg, run.params
     camera, target = run.scene.train_cameras[view], run.images[view]
     mask = run.masks[view] if run.masks is not None else None
     if run.resolution is not None:  # schedule.resolution: this step's size, camera scaled to it
         camera, target = run.resolution.view(camera, target, step)
         if mask is not None:
             mask = resize_area(mask, camera.width, camera.height)
-    sh_degree = min(step // cfg.sh_degree_interval, cfg.model.sh_degree) if cfg.sh_degree_interval \
-        else cfg.model.sh_degree
-    for group in optimizers["means"].param_groups:
-        group["lr"] = means_lr(step, cfg.iterations, run.scene.extent)
-    # A random background (as 3DGS's option) regularises: targets keep the scene's own.
-    bg = torch.rand(3).tolist() if cfg.random_background else tuple(run.scene.background)
-
     # Densification changed N, or the schedule the size, since the last render: its pair count
     # says little about this one.
     capacity = run.pairs.capacity(exact=(len(params["means"]), camera.width) != run.last_shape)
@@ -135,33 +176,21 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
         loss = photometric_loss(image * mask, target * mask, cfg.ssim_lambda, fused=cfg.fused_ssim)
     for extra in run.per_view().values():
         loss = loss + extra.regularization(view)
-    for extra in (run.strategy.regularization(params), run.compression.regularization(params)):
-        if torch.is_tensor(extra) or extra != 0:  # adding a plain 0 would still cost a launch each way
-            loss = loss + extra
     timer.mark("loss")
-    run.strategy.step_pre_backward(params, optimizers, state, step, out)
-    loss.backward()
-    timer.mark("backward")
-    run.strategy.step_post_backward(params, optimizers, state, step, out, camera.width, camera.height,
-                                    lr=optimizers["means"].param_groups[0]["lr"])
-    run.compression.post_backward(params, state)
-    timer.mark("densify")
-    optimizer_step(run, out)
-    for extra in run.per_view().values():
-        extra.step()
-    timer.mark("optimizer")
-    run.compression.step(params, optimizers, state, step, run.scene.train_cameras)
-    timer.mark("densify")
-    return out, loss, target
+    return out, camera, loss, target
 
 
-def optimizer_step(run: Run, out) -> None:
-    """Adam on every parameter: one fused launch on a GPU (sparse_adam: only the Gaussians this
-    view saw move, as Taming 3DGS), torch's own step on a CPU."""
+def optimizer_step(run: Run, outs: list) -> None:
+    """Adam on every parameter: one fused launch on a GPU (sparse_adam: only the Gaussians the
+    step's views saw move, as Taming 3DGS), torch's own step on a CPU."""
     optimizers, n = run.optimizers, len(run.params["means"])
     if (run.device.type == "cuda" and run.cfg.fused_adam) or run.cfg.sparse_adam:
         # A refine this step changed N: its new rows have no visibility yet, so step them all.
-        visible = out.radii > 0 if run.cfg.sparse_adam and len(out.radii) == n else None
+        visible = None
+        if run.cfg.sparse_adam and len(outs[0].radii) == n:
+            visible = outs[0].radii > 0
+            for out in outs[1:]:
+                visible |= out.radii > 0
         fused_adam_step(optimizers, visible)
     else:
         for opt in optimizers.values():

@@ -20,7 +20,7 @@ from gsexp.scene.masks import load_masks
 from gsexp.train.appearance import make_appearance
 from gsexp.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, set_rng_state
 from gsexp.train.pairs import PairBudget
-from gsexp.train.params import make_optimizers
+from gsexp.train.params import make_optimizers, scale_for_batch
 from gsexp.train.pose import PoseCorrection
 from gsexp.train.resolution import make_schedule
 from gsexp.train.strategy import make_strategy
@@ -101,6 +101,11 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     run.appearance = make_appearance(cfg, len(scene.train_cameras), device)
     if cfg.pose_opt:
         run.pose = PoseCorrection(len(scene.train_cameras), device, lr=cfg.pose_opt_lr, reg=cfg.pose_opt_reg)
+    if cfg.batch_size > len(scene.train_cameras):
+        raise ValueError(f"config key 'batch_size': {cfg.batch_size} views a step, but the scene has "
+                         f"{len(scene.train_cameras)} training views; use batch_size <= {len(scene.train_cameras)}")
+    for opt in [*optimizers.values(), *(extra.optimizer for extra in run.per_view().values())]:
+        scale_for_batch(opt, cfg.batch_size)
     run.resolution = make_schedule(cfg, scene.train_images)
     if run.resolution is not None:
         log.info(f"schedule.resolution={cfg.schedule.resolution}: {run.resolution.describe()}")

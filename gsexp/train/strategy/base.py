@@ -12,6 +12,8 @@ Per training step the caller does::
     for opt in optimizers.values(): opt.step(); opt.zero_grad(set_to_none=True)
     strategy.step_post_backward(params, optimizers, state, step, out, W, H, lr=current_means_lr)
 
+With several views a step (batch_size), `observe` takes each view's `out` but the last's first.
+
 `step_post_backward` may replace entries of `params` (and the tensors inside `optimizers`)
 with new Parameters of another length, so callers must re-read `params` every step.
 It reads only `out.means2d.grad` / `out.radii`, and surgery carries `.grad` rows along
@@ -73,6 +75,10 @@ class Strategy:
     def step_post_backward(self, params: dict, optimizers: dict, state: dict, step: int, out,
                            width: int, height: int, lr: float | None = None) -> None:
         """After `loss.backward()`: update statistics and, on schedule, edit `params`/`optimizers`."""
+
+    def observe(self, params: dict, state: dict, step: int, out, width: int, height: int) -> None:
+        """After `loss.backward()`, for each view of a batch but the last (whose
+        step_post_backward follows): its statistics, no edits."""
 
     def regularization(self, params: dict) -> torch.Tensor | float:
         """Extra loss term the strategy relies on (MCMC's opacity/scale penalties); 0 here."""

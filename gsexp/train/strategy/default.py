@@ -85,6 +85,10 @@ class DefaultStrategy(Strategy):
         if step > 0 and (step % self.reset_every == 0 or first):
             surgery.reset_opacity(params, optimizers, self.reset_opacity)
 
+    def observe(self, params, state, step, out, width, height):
+        if step < self.refine_stop:
+            self._accumulate(params, state, out, width, height)
+
     def _stats(self, params: dict, state: dict) -> None:
         n, device = params["means"].shape[0], params["means"].device
         for key in STATS:
