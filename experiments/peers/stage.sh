@@ -6,6 +6,7 @@
 #   bash experiments/peers/stage.sh truth      # .device_gt1, .device_gt2: lego's 200 test images
 #                                              # in two halves (~29 MiB each), one per later call;
 #                                              # LPIPS's backbones: AlexNet in gt2, VGG in .device_w
+#   bash experiments/peers/stage.sh real       # .device_real: beer, fern, pycolmap, gsplat main (session_real.sh)
 # The peers' wheels come from build_wheels.sh (PEER_WHEELS, default .peer_wheels/).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -51,6 +52,18 @@ PY
   mkdir -p .device_gt2/weights && cp "$W8"/alexnet_features_imagenet.pth .device_gt2/weights/
   rm -rf .device_w && mkdir -p .device_w && cp "$W8"/vgg16_features_imagenet.pth .device_w/
   ;;
-*) echo "usage: bash experiments/peers/stage.sh train|truth" >&2; exit 2 ;;
+real)  # .device_real for session_real.sh: beer and fern's photos, pycolmap (as tar.xz), gsexp's
+       # wheels, gsplat main + fused-ssim, AlexNet for LPIPS (VGG would not fit beside them)
+  dst=.device_real; rm -rf "$dst" && mkdir -p "$dst"/whl "$dst"/peer_whl "$dst"/data "$dst"/shared/weights
+  cp ../shared/wheels/device/*.whl "$dst"/whl/ && rm -f "$dst"/whl/hydra_joblib_launcher-*.whl
+  sed 's#\.device/#.device_real/#g' .device/env.sh > "$dst"/env.sh 2>/dev/null ||
+    { echo "stage.sh real: stage .device first (bash experiments/peers/stage.sh train): its env.sh is reused" >&2; exit 1; }
+  cp "$PEER_WHEELS"/gsplat-1.6.0-*.whl "$PEER_WHEELS"/fused_ssim-*.whl "$PEER_WHEELS"/commits.env "$dst"/peer_whl/
+  rm -rf /tmp/pycolmap_u && mkdir /tmp/pycolmap_u && unzip -q -d /tmp/pycolmap_u ../shared/wheels/device-colmap/pycolmap-*.whl
+  tar cf - -C /tmp/pycolmap_u . | xz -9e > "$dst"/pycolmap.tar.xz && rm -rf /tmp/pycolmap_u
+  cp -r ../shared/data/colmap/beer ../shared/data/llff/fern "$dst"/data/
+  cp ${GSEXP_SHARED:-../shared}/weights/alexnet_features_imagenet.pth "$dst"/shared/weights/
+  ;;
+*) echo "usage: bash experiments/peers/stage.sh train|truth|real" >&2; exit 2 ;;
 esac
 du -sh .device* | cat

@@ -39,6 +39,8 @@ declare -A FEAT=(
   [app]="appearance=affine"
   [pose]="pose_opt=true"
   [both]="appearance=affine pose_opt=true"
+  [grid]="appearance=bilateral_grid"
+  [gridpose]="appearance=bilateral_grid pose_opt=true"
 )
 declare -A RASTER=(
   [vanilla]="rasterizer=vanilla"
