@@ -1,0 +1,150 @@
+"""Issue 38's "defaults render bit-identically to before": the CUDA kernels from before the modes
+(260dd86^, staged by defaults_unchanged.sh) against the current ones, side by side on one GPU.
+
+    python experiments/rasterizer_modes/defaults_unchanged.py render OUT.pt [--ply biker.ply]
+    python experiments/rasterizer_modes/defaults_unchanged.py compare BEFORE.pt AFTER.pt
+
+`render` uses whichever gsexp comes first on PYTHONPATH (the script imports only the API both
+versions share); every case is one variant x intersect x backward on a seeded scene with the
+modes off, its forward outputs and its gradients for a fixed random weighting of the image.
+`compare`: the forward outputs must match bit for bit; the gradients come from atomics, whose
+order changes from run to run, so they must match to the project's atomics bound (relative norm
+1e-5), and how many match exactly is printed. Exit status 1 on any difference beyond that.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+import torch
+
+VARIANTS = ("vanilla", "gemm_gs", "tc_gs")
+INTERSECTS = ("aabb", "snugbox", "accutile")
+BACKWARDS = ("exact", "gemm_fp32")
+FORWARD = ("image", "alpha", "n_contrib", "radii")
+ATOMICS_REL = 1e-5  # tests/render_helpers.py: the relative-norm bound for atomics' summation order
+
+
+def scenes(ply: str | None):
+    """(name, Gaussians, camera) made the same way by either version (seeded on the CPU)."""
+    from gsexp.gaussians import Gaussians
+    from gsexp.scene.camera import Camera, look_at
+
+    out = []
+    for seed, n, (w, h) in ((0, 2000, (320, 240)), (1, 20000, (640, 360))):
+        gen = torch.Generator().manual_seed(seed)
+        g = Gaussians(means=(torch.rand(n, 3, generator=gen) - 0.5) * 2.0,
+                      log_scales=torch.rand(n, 3, generator=gen) * 2.0 - 5.0,
+                      quats=torch.randn(n, 4, generator=gen), opacity_logits=torch.randn(n, generator=gen) * 2.0,
+                      sh=torch.randn(n, 16, 3, generator=gen) * 0.5, sh_degree=3)
+        angle = torch.rand(1, generator=gen).item() * 2 * math.pi
+        cam = Camera(look_at((3.0 * math.cos(angle), 3.0 * math.sin(angle), 1.0), (0, 0, 0)),
+                     0.9 * w, 0.9 * w, w / 2, h / 2, w, h)
+        out.append((f"random{seed}_{n}", g, cam))
+    if ply:
+        from gsexp.gaussians import load_ply
+        from gsexp.scene import framing_camera
+
+        g = load_ply(ply)
+        out.append(("ply", g, framing_camera(g.means, 1280, 720)))
+    return out
+
+
+def render_all(ply: str | None) -> dict:
+    from gsexp.render import make_settings, render
+
+    results = {}
+    for name, g, cam in scenes(ply):
+        weights = torch.rand(3, cam.height, cam.width, generator=torch.Generator().manual_seed(7)).cuda()
+        for variant in VARIANTS:
+            for intersect in INTERSECTS:
+                for backward in BACKWARDS:
+                    leaves = {k: getattr(g, k).detach().cuda().requires_grad_() for k in
+                              ("means", "log_scales", "quats", "opacity_logits", "sh")}
+                    gc = type(g)(**leaves, sh_degree=g.sh_degree)
+                    out = render(gc, cam, make_settings(variant, intersect=intersect, backward=backward),
+                                 background=(1.0, 1.0, 1.0))
+                    (out.image * weights).sum().backward()
+                    torch.cuda.synchronize()
+                    results[f"{name}/{variant}/{intersect}/{backward}"] = {
+                        **{k: getattr(out, k).detach().cpu() for k in FORWARD},
+                        **{f"grad_{k}": v.grad.detach().cpu() for k, v in leaves.items()}}
+    return results
+
+
+def time_step(ply: str, steps: int = 100) -> dict:
+    """Median ms of one render + backward with lego_fast's rasterizer (tc_gs, accutile) on the PLY:
+    what the modes cost when off, beside the kernels from before them."""
+    from gsexp.gaussians import load_ply
+    from gsexp.render import make_settings, render
+    from gsexp.scene import framing_camera
+
+    g = load_ply(ply)
+    cam = framing_camera(g.means, 800, 800)
+    leaves = {k: getattr(g, k).detach().cuda().requires_grad_() for k in
+              ("means", "log_scales", "quats", "opacity_logits", "sh")}
+    gc, settings = type(g)(**leaves, sh_degree=g.sh_degree), make_settings("tc_gs", intersect="accutile")
+    times = []
+    for i in range(20 + steps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        render(gc, cam, settings, background=(1.0, 1.0, 1.0)).image.sum().backward()
+        end.record()
+        torch.cuda.synchronize()
+        if i >= 20:
+            times.append(start.elapsed_time(end))
+    return {"tc_gs_accutile_fwd_bwd_ms": sorted(times)[len(times) // 2], "gaussians": len(g.means),
+            "resolution": "800x800"}
+
+
+def compare(before: dict, after: dict) -> int:
+    bad = 0
+    before, after = dict(before), dict(after)
+    for name, side in (("before", before.pop("timing", None)), ("after", after.pop("timing", None))):
+        if side:
+            print(f"{name}: {side}")
+    print(f"{'case':<44} {'forward':>8} {'grads exact':>12} {'worst grad rel':>15}")
+    for case in sorted(before):
+        if case not in after:
+            print(f"{case:<44} missing after the change"); bad += 1; continue
+        b, a = before[case], after[case]
+        fwd_ok = all(torch.equal(b[k], a[k]) for k in FORWARD)
+        grads = [k for k in b if k.startswith("grad_")]
+        exact = sum(torch.equal(b[k], a[k]) for k in grads)
+        worst = max(float((a[k] - b[k]).norm() / b[k].norm().clamp_min(1e-30)) for k in grads)
+        ok = fwd_ok and worst <= ATOMICS_REL
+        bad += not ok
+        print(f"{case:<44} {'same' if fwd_ok else 'DIFFERS':>8} {exact:>6}/{len(grads):<5} {worst:>15.2e}"
+              f"{'' if ok else '  <- beyond the bound'}")
+    print(f"{len(before)} cases, {bad} beyond the bound (forward bit for bit; gradients relative norm <= {ATOMICS_REL})")
+    return 1 if bad else 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("render")
+    r.add_argument("out")
+    r.add_argument("--ply")
+    r.add_argument("--time", action="store_true", help="also time a render + backward on the PLY")
+    c = sub.add_parser("compare")
+    c.add_argument("before")
+    c.add_argument("after")
+    a = p.parse_args(argv)
+    if a.cmd == "render":
+        import gsexp
+
+        print(f"{a.out}: gsexp from {gsexp.__file__}")  # which side of the comparison this is
+        results = render_all(a.ply)
+        if a.time and a.ply:
+            timing = time_step(a.ply)
+            print(f"{a.out}: {timing}")
+            results["timing"] = timing
+        torch.save(results, a.out)
+        return 0
+    return compare(torch.load(a.before), torch.load(a.after))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
