@@ -1,0 +1,75 @@
+"""Issue 41's study table from collected run summaries (run.sh collect: <dir>/<run>/summary.json):
+
+    python experiments/real_captures/features_table.py <dir> [<dir> ...]
+
+Runs are named <data>_<raster>[_<feature>][_s<seed>] (run.sh). One row per data x raster x
+feature: the mean over its seeds of PSNR, cc_psnr, SSIM, LPIPS, Gaussians and training time, and
+the per-view seed spread: per test view the PSNR range over the seeds, averaged over the views
+(and its largest view), the figure the issue asks before and after.
+"""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+FEATURES = ("app", "pose", "both", "grid", "gridpose")
+NAME = re.compile(rf"^(?P<base>.+?)(?:_(?P<feat>{'|'.join(FEATURES)}))?(?:_s(?P<seed>\d+))?$")
+
+
+def runs(folders) -> dict:
+    """(data_raster, feature) -> {seed: summary} for every finished run."""
+    found = defaultdict(dict)
+    for folder in folders:
+        for path in sorted(Path(folder).glob("*/summary.json")):
+            s = json.loads(path.read_text())
+            if s.get("status") != "ok":
+                continue
+            m = NAME.match(path.parent.name)
+            found[(m["base"], m["feat"] or "base")][int(m["seed"] or 0)] = s
+    return found
+
+
+def mean(values):
+    values = [v for v in values if v is not None]
+    return statistics.fmean(values) if values else None
+
+
+def spread(seeds: dict):
+    """Per view the PSNR range over the seeds: (mean over views, largest), or (None, None)."""
+    if len(seeds) < 2:
+        return None, None
+    per_view = defaultdict(list)
+    for s in seeds.values():
+        for v in s.get("per_view", []):
+            per_view[v["view"]].append(v["psnr"])
+    ranges = [max(p) - min(p) for p in per_view.values() if len(p) == len(seeds)]
+    return (mean(ranges), max(ranges)) if ranges else (None, None)
+
+
+def fmt(value, spec):
+    return "–" if value is None else format(value, spec)
+
+
+def table(folders) -> str:
+    lines = ["| run | feature | seeds | PSNR | cc_psnr | SSIM | LPIPS | Gaussians | train s | view spread dB (mean, max) |",
+             "|" + "---|" * 10]
+    order = {f: i for i, f in enumerate(("base",) + FEATURES)}
+    for (base, feat), seeds in sorted(runs(folders).items(), key=lambda kv: (kv[0][0], order[kv[0][1]])):
+        got = list(seeds.values())
+        avg = {k: mean([s.get(k) for s in got]) for k in ("psnr", "cc_psnr", "ssim", "lpips", "num_gaussians",
+                                                           "train_seconds")}
+        mean_range, max_range = spread(seeds)
+        lines.append(f"| {base} | {feat} | {len(got)} | {fmt(avg['psnr'], '.2f')} | {fmt(avg['cc_psnr'], '.2f')} | "
+                     f"{fmt(avg['ssim'], '.4f')} | {fmt(avg['lpips'], '.4f')} | {fmt(avg['num_gaussians'], ',.0f')} | "
+                     f"{fmt(avg['train_seconds'], '.1f')} | {fmt(mean_range, '.2f')}, {fmt(max_range, '.2f')} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__.split("\n\n")[1].strip())
+    print(table(sys.argv[1:]))

@@ -1,0 +1,30 @@
+"""experiments/real_captures/features_table.py (issue 41's study): runs grouped by data, raster and
+feature from run.sh's names, means over the seeds, and the per-view PSNR range over the seeds."""
+import json
+import sys
+
+from test_train_run import REPO
+
+sys.path.insert(0, str(REPO / "experiments" / "real_captures"))
+import features_table  # noqa: E402
+
+
+def write(folder, name, psnrs, status="ok", **extra):
+    (folder / name).mkdir(parents=True)
+    per_view = [{"view": f"{i:04d}", "psnr": p} for i, p in enumerate(psnrs)]
+    summary = {"status": status, "psnr": sum(psnrs) / len(psnrs), "per_view": per_view, **extra}
+    (folder / name / "summary.json").write_text(json.dumps(summary))
+
+
+def test_features_and_seeds_group_and_the_spread_is_per_view(tmp_path):
+    write(tmp_path, "beer_prepared_tcgs_accutile", [20.0, 30.0], num_gaussians=100)
+    write(tmp_path, "beer_prepared_tcgs_accutile_s1", [22.0, 25.0], num_gaussians=300)
+    write(tmp_path, "beer_prepared_tcgs_accutile_both", [21.0, 26.0], cc_psnr=24.0)
+    write(tmp_path, "beer_prepared_tcgs_accutile_both_s1", [21.5, 26.0])
+    write(tmp_path, "beer_prepared_tcgs_accutile_grid_s1", [1.0, 1.0], status="error")  # unfinished: left out
+    rows = features_table.table([tmp_path]).splitlines()[2:]
+    assert len(rows) == 2
+    base, both = (r.split(" | ") for r in rows)
+    assert base[1:4] == ["base", "2", "24.25"] and base[7] == "200"
+    assert base[9] == "3.50, 5.00 |"   # view 0: 20 vs 22, view 1: 30 vs 25
+    assert both[1:5] == ["both", "2", "23.62", "24.00"] and both[9] == "0.25, 0.50 |"
