@@ -81,3 +81,14 @@ def test_learning_rates_scale_with_the_batch_and_a_batch_larger_than_the_views_i
     with pytest.raises(ConfigError, match="'batch_size': must be an integer >= 1"):
         config(scene_dir, "batch_size=0")
     assert math.isclose(four.optimizers["sh0"].param_groups[0]["lr"], 2 * 2.5e-3)
+
+
+def test_a_checkpoint_resumes_only_with_its_batch_size(scene_dir, tmp_path):
+    from gsexp.train.checkpoint import save_checkpoint
+    from gsexp.train.setup import payload, resume_checkpoint
+
+    run = setup(config(scene_dir, "batch_size=2"), tmp_path)
+    save_checkpoint(tmp_path, 3, payload(run, 3, 1.0))
+    assert resume_checkpoint(config(scene_dir, "batch_size=2", "resume=auto"), tmp_path)[1]["step"] == 3
+    with pytest.raises(ValueError, match="trained with batch_size=2; resume it with batch_size=2"):
+        resume_checkpoint(config(scene_dir, "resume=auto"), tmp_path)

@@ -202,6 +202,10 @@ def resume_checkpoint(cfg: DictConfig, run_dir: Path) -> tuple | None:
         raise ValueError(f"config key 'iterations': {cfg.iterations} is fewer than the {ckpt['step']} steps "
                          f"{path} holds; pass iterations={ckpt['step']} or more to resume it, or name a new "
                          "run (name=...)")
+    made_with = ckpt.get("config", {}).get("batch_size", 1)
+    if made_with != cfg.batch_size:  # its Adam state holds the rates and betas scaled for that batch
+        raise ValueError(f"config key 'batch_size': {path} was trained with batch_size={made_with}; resume it "
+                         f"with batch_size={made_with}, or start a new run (name=...)")
     return path, ckpt
 
 
