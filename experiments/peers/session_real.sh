@@ -7,7 +7,7 @@
 #    gsexp (tc_gs + accutile, lego_fast's step settings) then gsplat main + fused-ssim through
 #    train_gsplat.py on the same loaded data; both render the test views to 8-bit PNGs and score.py
 #    scores every folder the same way (LPIPS on AlexNet: VGG does not fit in the call).
-# 2. issue 41 on beer: FEATS (appearance, pose, bilateral grid, masks-free) x two seeds, as long as
+# 2. issues 41 and 40 on beer: FEATS (appearance, pose, bilateral grid; capture_turbo's recipes) x two seeds, as long as
 #    the session lasts (run.sh skips finished runs, so a later session goes on from where it stopped).
 # ~12 min for part 1 (builds 2, prepare 1, four runs ~8), then ~80 s per study run.
 set -u
@@ -48,8 +48,8 @@ for data in beer_prepared fern_prepared; do
 done
 log "peers done"
 # issue 41: each feature alone and together, two seeds, on beer (fern after, if time is left)
-FEATS="base app pose both grid" SEEDS="0 1" DATAS="beer_prepared" RASTERS=tcgs_accutile $RUN train > $P/study_beer.log 2>&1
+FEATS="base turbo app pose both grid" SEEDS="0 1" DATAS="beer_prepared" RASTERS=tcgs_accutile $RUN train > $P/study_beer.log 2>&1
 log "study beer rc=$?"
-FEATS="base app pose both grid" SEEDS="0 1" DATAS="fern_prepared" RASTERS=tcgs_accutile $RUN train > $P/study_fern.log 2>&1
+FEATS="base turbo app pose both grid" SEEDS="0 1" DATAS="fern_prepared" RASTERS=tcgs_accutile $RUN train > $P/study_fern.log 2>&1
 log "study fern rc=$?"
 log "all done"

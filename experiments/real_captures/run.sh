@@ -41,6 +41,7 @@ declare -A FEAT=(
   [both]="appearance=affine pose_opt=true"
   [grid]="appearance=bilateral_grid"
   [gridpose]="appearance=bilateral_grid pose_opt=true"
+  [turbo]="strategy=budget strategy.options.budget=300000 schedule.resolution=auto"
 )
 declare -A RASTER=(
   [vanilla]="rasterizer=vanilla"
