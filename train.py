@@ -52,7 +52,9 @@ def main(cfg: DictConfig):
     run_dir = Path(hc.runtime.output_dir)
     overrides = list(hc.overrides.task)
     sweep = hc.mode == RunMode.MULTIRUN
-    begun = time.time() if sweep else process_start()  # a sweep's process may have run other jobs
+    # when the process started (a sweep's process may have run other jobs) and when the imports
+    # and Hydra were done: the start-up's parts in summary.json's overhead_s
+    begun = {"process": time.time() if sweep else process_start(), "main": time.time()}
     with interrupt.handled():  # Ctrl+C, SIGTERM, SIGUSR1/2: checkpoint, record, say how to go on
         try:
             return start(cfg, hc, run_dir, overrides, sweep, begun)
@@ -70,7 +72,7 @@ def main(cfg: DictConfig):
     signal.raise_signal(slurm.requeue_warning())
 
 
-def start(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], sweep: bool, begun: float):
+def start(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], sweep: bool, begun: dict):
     try:
         cfg = validate(cfg, sweep)
         if slurm.requeued() and not cfg.resume:  # a requeued SLURM job continues where it was stopped
@@ -84,6 +86,7 @@ def start(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], sweep: bool,
                   "holds its results); pass a larger iterations= with resume=auto to train on")
             return done["psnr"]
         inputs = load_inputs(cfg, checkpoint)  # the scene and PLY read, so checked, before anything is written
+        begun["inputs"] = time.time()
     except Exception as err:
         if sweep:  # the sweep's table lists the job as invalid (or failed)
             record_failure(run_dir, err, overrides)
@@ -214,7 +217,7 @@ def process_start() -> float:
         return time.time()
 
 
-def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | None, inputs, begun: float) -> dict:
+def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | None, inputs, begun: dict) -> dict:
     import torch
 
     from gsexp.train.recipe import train
@@ -230,9 +233,15 @@ def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | Non
             record_interrupt(run_dir, logger, stop, overrides, hc.mode == RunMode.MULTIRUN)
             raise
         summary["torch_threads"] = torch.get_num_threads()  # CPU threads (a local sweep shares the cores)
-        # per-job overhead: start-up (imports, extension, data) and the end (evaluation, PLY)
-        summary["overhead_s"] = {"to_first_step": summary.pop("loop_started") - begun,
-                                 "after_last_step": time.time() - summary.pop("loop_ended")}
+        # per-job overhead: start-up (imports, data, set-up: extension, init, resume) and the end
+        # (evaluation, PLY), each with its parts
+        loop_started = summary.pop("loop_started")
+        summary["overhead_s"] = {"to_first_step": loop_started - begun["process"],
+                                 "imports": begun["main"] - begun["process"],
+                                 "load_inputs": begun["inputs"] - begun["main"],
+                                 "setup": loop_started - begun["inputs"],
+                                 "after_last_step": time.time() - summary.pop("loop_ended"),
+                                 "evaluation": summary.pop("eval_seconds")}
         if gpu is not None:  # the pool's device (CUDA_VISIBLE_DEVICES of this job), as nvidia-smi sees it
             summary.update(gpu=gpu, started=started, ended=time.time(), **gpu_pool.nvidia_smi_record(gpu))
         summary.update(slurm.job_record())

@@ -41,7 +41,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gsexp.atomic import atomic_write
-from gsexp.comparison import CAPTION, ERROR_GAIN, error_map, save_comparison  # noqa: F401  (gsexp.eval.error_map)
+from gsexp.comparison import CAPTION, ERROR_GAIN, BackgroundWriter, error_map, save_comparison  # noqa: F401  (gsexp.eval.error_map)
 from gsexp.errors import USER_ERRORS, UserError, one_line
 from gsexp.export import check_model_path, load_model
 from gsexp.paths import REPO_ROOT
@@ -162,18 +162,18 @@ def evaluate_views(g, cameras, images, settings, background, device, lpips_net, 
     from gsexp.train.evaluate import synced_clock
 
     rows = []
-    with torch.no_grad():
+    with torch.no_grad(), BackgroundWriter() as writer:
         render(g, cameras[0], settings, background=background)  # warm-up: builds, caches
-        for cam, ref, name in zip(cameras, images, image_names(cameras)):
+        for cam, ref_host, name in zip(cameras, images, image_names(cameras)):
             start = synced_clock(device)
             image = render(g, cam, settings, background=background).image
             ms = (synced_clock(device) - start) * 1e3
-            img, ref = image.clamp(0, 1), ref.to(device)
+            img, ref = image.clamp(0, 1), ref_host.to(device)
             rows.append({"view": cam.name or Path(name).stem, "image": name,
                          "psnr": metrics.psnr(img, ref).item(), "ssim": metrics.ssim(img, ref).item(),
                          "lpips": metrics.lpips(img, ref, net=lpips_net).item() if lpips_net else None,
                          "render_ms": ms})
-            save_comparison(out / name, ref, img)
+            writer.submit(save_comparison, out / name, ref_host.cpu(), img.cpu())
     return rows
 
 

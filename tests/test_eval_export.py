@@ -309,3 +309,25 @@ def test_export_user_errors(tmp_path, capsys):
         gs_export.main([str(tmp_path / "m.ply"), "--format", "zip", "--out", str(tmp_path / "x")])
     assert exit_.value.code == 2
     assert_one_line_error(capsys.readouterr().err, "zip")
+
+
+def test_background_writes_finish_before_the_block_ends_and_a_failure_is_raised(tmp_path):
+    import threading
+
+    from gsexp.comparison import BackgroundWriter, save_comparison
+
+    img = torch.rand(3, 16, 24)
+    threads = set()
+
+    def write(path, ref, image):
+        threads.add(threading.get_ident())
+        save_comparison(path, ref, image)
+
+    with BackgroundWriter(workers=2) as writer:
+        for i in range(6):
+            writer.submit(write, tmp_path / f"{i}.png", img, img)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{i}.png" for i in range(6)]
+    assert threading.get_ident() not in threads  # written off the caller's thread
+    with pytest.raises(FileNotFoundError):
+        with BackgroundWriter() as writer:
+            writer.submit(save_comparison, tmp_path / "no" / "such" / "dir.png", img, img)

@@ -105,6 +105,10 @@ def test_single_run_writes_the_run_dir(tmp_path):
     # per-job overhead from the process's start (imports count) to the first step, and after the last
     over = summary["overhead_s"]
     assert 0.5 < over["to_first_step"] < time.time() - proc_started and 0 < over["after_last_step"] < 120
+    parts = over["imports"] + over["load_inputs"] + over["setup"]  # the start-up's parts add up to it
+    assert min(over["imports"], over["load_inputs"], over["setup"]) >= 0
+    assert parts == pytest.approx(over["to_first_step"], abs=1e-3)
+    assert 0 < over["evaluation"] <= over["after_last_step"]
 
 
 def test_multirun_two_values_and_a_failing_job(tmp_path):

@@ -10,6 +10,7 @@ import torch
 from omegaconf import DictConfig
 
 from gsexp import metrics
+from gsexp.comparison import BackgroundWriter, save_comparison
 from gsexp.gaussians import Gaussians
 from gsexp.render import render
 from gsexp.train.progress import Progress
@@ -47,7 +48,7 @@ def evaluate(g: Gaussians, scene, settings, device, logger, step: int, *, lpips_
     per_view, render_ms, stages = [], [], {}
     # Lines as training's ("eval view 12/25 ..."): a large test split takes minutes after 100 %
     progress = Progress(len(scene.test_cameras), what="eval view", unit="view")
-    with torch.no_grad(), progress:
+    with torch.no_grad(), progress, BackgroundWriter() as writer:
         for i, (cam, ref) in enumerate(zip(scene.test_cameras, scene.test_images)):
             start = synced_clock(device)
             out = render(g, cam, settings, background=bg)
@@ -55,7 +56,7 @@ def evaluate(g: Gaussians, scene, settings, device, logger, step: int, *, lpips_
             for k, v in out.stage_ms.items():
                 stages.setdefault(k, []).append(v)
             img = out.image.clamp(0, 1)
-            ref = ref.to(device)  # metrics where the render is (LPIPS on a CPU dominates a GPU eval)
+            ref_host, ref = ref, ref.to(device)  # metrics where the render is (LPIPS on a CPU dominates a GPU eval)
             per_view.append({"view": cam.name or str(i), "psnr": metrics.psnr(img, ref).item(),
                              "cc_psnr": metrics.cc_psnr(img, ref).item(),
                              "ssim": metrics.ssim(img, ref).item(),
@@ -64,9 +65,9 @@ def evaluate(g: Gaussians, scene, settings, device, logger, step: int, *, lpips_
             if renders_dir is not None:
                 from torchvision.utils import save_image
 
-                from gsexp.comparison import save_comparison
-                save_image(img, renders_dir / f"test_{i:03d}.png")
-                save_comparison(renders_dir / f"test_{i:03d}_compare.png", ref, img)
+                img_host = img.cpu()
+                writer.submit(save_image, img_host, renders_dir / f"test_{i:03d}.png")
+                writer.submit(save_comparison, renders_dir / f"test_{i:03d}_compare.png", ref_host.cpu(), img_host)
             if i == 0:
                 logger.log_image(f"{prefix}/render", img, step)
             progress.update(i + 1)

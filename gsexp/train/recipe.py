@@ -223,8 +223,10 @@ def finish(run: Run, run_dir: Path, logger, lpips_net) -> dict:
         uncompressed = {k: before[k] for k in ("psnr", "ssim", "lpips")}
         size_mb = compressed_format.save(run_dir / "compressed.npz", arrays)
         run.params = {k: v.to(run.device) for k, v in make_params(compressed_format.decode(arrays)).items()}
+    evaluated = time.perf_counter()
     result = evaluate(gaussians(run), run.scene, run.settings, run.device, logger, iterations,
                       lpips_net=lpips_net, renders_dir=run_dir / "renders")
+    evaluated = time.perf_counter() - evaluated
     ply = run_dir / "point_cloud.ply"
     save_ply(to_gaussians({k: v.detach().cpu() for k, v in run.params.items()}, cfg.model.sh_degree), ply)
     if arrays is None:
@@ -233,4 +235,4 @@ def finish(run: Run, run_dir: Path, logger, lpips_net) -> dict:
             "per_view": result["per_view"], "eval_views": len(result["per_view"]),  # every test view the scene has (staged lego: 25 of 200)
             "num_gaussians": len(run.params["means"]),
             "iterations": iterations, "size_mb": size_mb, "render_ms": result["render_ms"],
-            "stage_ms": result["stage_ms"], "uncompressed": uncompressed}
+            "stage_ms": result["stage_ms"], "uncompressed": uncompressed, "eval_seconds": evaluated}
