@@ -107,3 +107,22 @@ def test_budget_and_schedule_train_and_resume_exactly(tmp_path):
     assert torch.equal(resumed["appearance"]["delta"], full["appearance"]["delta"])
     assert torch.equal(resumed["pose"]["delta"], full["pose"]["delta"]) and full["pose"]["delta"].abs().max() > 0
     assert resumed["strategy"]["n_initial"] == full["strategy"]["n_initial"] == 200
+
+
+def test_the_budget_grows_with_the_training_resolution(compose_cfg, tmp_path):
+    """DashGaussian's primitive schedule: at 1/s of the size the budget strategy grows to at most
+    1/s^(2 - t) of its growth; at full size (or with follow_resolution=false) to its curve's."""
+    from gsexp.train.setup import setup
+    from gsexp.train.strategy.budget import BudgetStrategy
+
+    quarter_then_full = lambda step: 4.0 if step < 50 else 1.0  # noqa: E731
+    s = BudgetStrategy(budget=1000, refine_start=0, refine_stop=100, downscale_at=quarter_then_full)
+    assert s.target(10, 100) == round(100 + 900 * 4.0 ** -1.9)  # 65 more, not the curve's 171
+    assert s.target(60, 100) == round(100 + 900 * (1 - 0.4 ** 2))  # full size: the curve
+    free = BudgetStrategy(budget=1000, refine_start=0, refine_stop=100, follow_resolution=False,
+                          downscale_at=quarter_then_full)
+    assert free.target(10, 100) == round(100 + 900 * (1 - 0.9 ** 2))
+    run = setup(compose_cfg("strategy=budget", "schedule.resolution=manual", "schedule.downscales=[4,1]",
+                            "schedule.steps=[0,15000]", "iterations=100"), tmp_path)
+    assert run.strategy.downscale_at(0) == 4 and run.strategy.downscale_at(60) == 1
+    assert setup(compose_cfg("strategy=budget"), tmp_path / "plain").strategy.downscale_at is None

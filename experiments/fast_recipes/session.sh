@@ -8,15 +8,16 @@
 #   fast      experiment=lego_fast
 #   res       + schedule.resolution=auto
 #   budget    + strategy=budget (2x the initial Gaussians)
-#   turbo     experiment=lego_turbo (both)
+#   turbo     experiment=lego_turbo (both, the budget following the resolution: DashGaussian's primitive schedule)
+#   turbo_free  lego_turbo without the primitive schedule (strategy.options.follow_resolution=false)
 # Each run's summary goes to /tmp/peers/runs/<recipe>_r<seed>.json and its 200 test views to
 # /tmp/peers/renders/<recipe>_r<seed>/, so experiments/peers/table.py prints the table.
-# ~100 s a run on the H200 with its renders: 8 runs ~14 min, then ~4 min of truth calls.
+# ~100 s a run on the H200 with its renders: 10 runs ~17 min, then ~4 min of truth calls.
 set -u
 W=/tmp/peers; mkdir -p $W/runs $W/renders
 log() { echo "[$(date +%T)] $*" | tee -a $W/steps.log; }
 SEEDS=${SEEDS:-"1 2"}
-RECIPES=${RECIPES:-"fast res budget turbo"}
+RECIPES=${RECIPES:-"fast res budget turbo turbo_free"}
 SKIP_MAIN=1 bash experiments/peers/session.sh install   # lego unpacked, gsexp built
 for seed in $SEEDS; do for r in $RECIPES; do
   out=$W/runs/${r}_r$seed; [ -f $out.json ] && continue
@@ -25,6 +26,7 @@ for seed in $SEEDS; do for r in $RECIPES; do
     res) args="experiment=lego_fast schedule.resolution=auto" ;;
     budget) args="experiment=lego_fast strategy=budget strategy.options.budget_multiple=2.0" ;;
     turbo) args="experiment=lego_turbo" ;;
+    turbo_free) args="experiment=lego_turbo strategy.options.follow_resolution=false" ;;  # no primitive schedule
     *) log "unknown recipe $r"; continue ;;
   esac
   s=$(date +%s)

@@ -107,6 +107,8 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     for opt in [*optimizers.values(), *(extra.optimizer for extra in run.per_view().values())]:
         scale_for_batch(opt, cfg.batch_size)
     run.resolution = make_schedule(cfg, scene.train_images)
+    if run.resolution is not None and hasattr(strategy, "downscale_at"):  # the budget follows the size
+        strategy.downscale_at = run.resolution.downscale
     if run.resolution is not None:
         log.info(f"schedule.resolution={cfg.schedule.resolution}: {run.resolution.describe()}")
     resume(run, run_dir, inputs.checkpoint)
