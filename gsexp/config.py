@@ -91,6 +91,7 @@ class ScheduleConfig:
     full_at: float = 0.5        # auto: full resolution from this fraction of iterations on
     downscales: list = field(default_factory=list)  # manual: e.g. [4, 2, 1]
     steps: list = field(default_factory=list)       # manual: their start steps in a 30k run, e.g. [0, 3000, 8000]
+    hold_means_lr: bool = True  # with a resolution: the means' rate decays from the first step under 1/2 size
 
 
 @dataclass

@@ -126,3 +126,19 @@ def test_the_budget_grows_with_the_training_resolution(compose_cfg, tmp_path):
                             "schedule.steps=[0,15000]", "iterations=100"), tmp_path)
     assert run.strategy.downscale_at(0) == 4 and run.strategy.downscale_at(60) == 1
     assert setup(compose_cfg("strategy=budget"), tmp_path / "plain").strategy.downscale_at is None
+
+
+def test_the_means_learning_rate_is_held_while_the_images_are_small(compose_cfg, tmp_path):
+    """schedule.hold_means_lr: constant until the first level finer than 1/2 size, then 3DGS's
+    log-linear decay over the steps left; without a schedule (or the switch) 3DGS's from step 0."""
+    from gsexp.train.params import means_lr
+    from gsexp.train.setup import setup
+
+    assert means_lr(0, 100, 1.0) == means_lr(40, 100, 1.0, hold=50) == pytest.approx(1.6e-4)
+    assert means_lr(75, 100, 1.0, hold=50) == pytest.approx(means_lr(50, 100, 1.0))  # halfway through the decay
+    assert means_lr(100, 100, 1.0, hold=50) == pytest.approx(1.6e-6)
+    manual = ("schedule.resolution=manual", "schedule.downscales=[4,2,1.5,1]", "schedule.steps=[0,6000,12000,21000]",
+              "iterations=100")
+    assert setup(compose_cfg(*manual), tmp_path / "a").means_lr_hold == 40  # 1.5 < 2 from step 12000 of 30000
+    assert setup(compose_cfg(*manual, "schedule.hold_means_lr=false"), tmp_path / "b").means_lr_hold == 0
+    assert setup(compose_cfg("iterations=100"), tmp_path / "c").means_lr_hold == 0

@@ -27,9 +27,10 @@ def make_optimizers(params: dict, extent: float, lr_scale: dict | None = None) -
     return opts
 
 
-def means_lr(step: int, total: int, extent: float) -> float:
-    """3DGS position schedule: log-linear from 1.6e-4 to 1.6e-6 (x extent) over the run."""
-    t = min(max(step / max(total, 1), 0.0), 1.0)
+def means_lr(step: int, total: int, extent: float, hold: int = 0) -> float:
+    """3DGS position schedule: log-linear from 1.6e-4 to 1.6e-6 (x extent) over the run, or
+    held at 1.6e-4 until step `hold` and log-linear over the steps after it."""
+    t = min(max((step - hold) / max(total - hold, 1), 0.0), 1.0)
     return extent * 1.6e-4 ** (1 - t) * 1.6e-6 ** t
 
 

@@ -109,8 +109,9 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
     views = [next_view(run) for _ in range(k)]
     sh_degree = min(step // cfg.sh_degree_interval, cfg.model.sh_degree) if cfg.sh_degree_interval \
         else cfg.model.sh_degree
+    lr = means_lr(step, cfg.iterations, run.scene.extent, run.means_lr_hold)
     for group in optimizers["means"].param_groups:  # x sqrt(k) as the other rates (params.scale_for_batch)
-        group["lr"] = means_lr(step, cfg.iterations, run.scene.extent) * (math.sqrt(k) if k > 1 else 1)
+        group["lr"] = lr * (math.sqrt(k) if k > 1 else 1)
     # A random background (as 3DGS's option) regularises: targets keep the scene's own.
     bg = torch.rand(3).tolist() if cfg.random_background else tuple(run.scene.background)
 

@@ -41,6 +41,10 @@ class ResolutionSchedule:
         small = camera.scaled(1 / d)
         return small, resize_area(image, small.width, small.height)
 
+    def first_step_finer_than(self, downscale: float) -> int:
+        """The first step that trains at a divisor under `downscale` (the last level starts one)."""
+        return next(s for s, d in zip(self.starts, self.downscales) if d < downscale)
+
     def describe(self) -> str:
         return ", ".join(f"1/{d:g} from step {s}" for s, d in zip(self.starts, self.downscales))
 

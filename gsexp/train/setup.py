@@ -44,6 +44,7 @@ class Run:
     state: dict
     start: int = 0
     order: list = field(default_factory=list)  # training views left in this pass
+    means_lr_hold: int = 0  # schedule.hold_means_lr: the step the means' learning rate starts to decay
     pairs: PairBudget = field(default_factory=lambda: PairBudget(False))
     last_shape: tuple = ()  # (Gaussians, image width) at the last render
     resolution: object = None  # the schedule.resolution schedule (gsexp/train/resolution.py), or None
@@ -106,14 +107,24 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
                          f"{len(scene.train_cameras)} training views; use batch_size <= {len(scene.train_cameras)}")
     for opt in [*optimizers.values(), *(extra.optimizer for extra in run.per_view().values())]:
         scale_for_batch(opt, cfg.batch_size)
-    run.resolution = make_schedule(cfg, scene.train_images)
-    if run.resolution is not None and hasattr(strategy, "downscale_at"):  # the budget follows the size
-        strategy.downscale_at = run.resolution.downscale
-    if run.resolution is not None:
-        log.info(f"schedule.resolution={cfg.schedule.resolution}: {run.resolution.describe()}")
+    schedule_resolution(run, cfg)
     resume(run, run_dir, inputs.checkpoint)
     inputs.checkpoint = inputs.initial = None  # on the device now: no second copy held through training
     return run
+
+
+def schedule_resolution(run: Run, cfg: DictConfig) -> None:
+    """schedule.resolution: its levels, the budget strategy following them, the means' learning
+    rate held while the images are small (DashGaussian)."""
+    run.resolution = make_schedule(cfg, run.scene.train_images)
+    if run.resolution is None:
+        return
+    if hasattr(run.strategy, "downscale_at"):
+        run.strategy.downscale_at = run.resolution.downscale
+    if cfg.schedule.hold_means_lr:
+        run.means_lr_hold = run.resolution.first_step_finer_than(2)
+    held = f"; the means' learning rate held until step {run.means_lr_hold}" if run.means_lr_hold else ""
+    log.info(f"schedule.resolution={cfg.schedule.resolution}: {run.resolution.describe()}{held}")
 
 
 def resume_run(run_dir: Path, overrides: list[str] = ()) -> Run:
