@@ -12,21 +12,28 @@
 enum { PREC_FP32 = 0, PREC_TF32 = 1, PREC_FP16 = 2 };
 
 // Every switch of a rasterizer variant (gsexp/render/settings.py), filled once per settings
-// object by gsexp/render/cuda (options_of); the blends read the ones they have.
+// object by gsexp/render/cuda (options_of) by name; the blends read the ones they have. One list,
+// X(type, name, default): the struct below and its Python binding (ext.cpp) are both made from it,
+// so a new switch is a line here, its setting in settings.py and conf/, and the kernel that reads it.
+#define RASTER_OPTIONS(X)                                                                         \
+  X(int, blend, BLEND_VANILLA)     /* BLEND_* */                                                  \
+  X(int, precision, PREC_FP32)     /* PREC_*: operands of the matrix blends */                    \
+  X(bool, g2l, true)               /* matrix blends: tile-centred coordinates */                  \
+  X(bool, early_cull, true)        /* tc_gs: test beta against ln(1/255) before the exp */        \
+  X(bool, half_blend, false)       /* tc_gs: T and colour held in fp16, as TC-GS's code */        \
+  X(int, batch, 128)               /* matrix blends: Gaussians per pipeline stage (32, 64, 128) */ \
+  X(int, intersect, INTERSECT_AABB)                                                               \
+  X(int, backward, BACKWARD_EXACT) /* BACKWARD_*: the blend backward's kernel */                  \
+  X(bool, heavy_first, true)       /* blocks take the longest tile lists first */                 \
+  X(bool, timing, false)           /* CUDA events per stage (reading them syncs) */               \
+  X(bool, antialiased, false)      /* preprocess: Mip-Splatting's opacity compensation */         \
+  X(bool, absgrad, false)          /* exact backward: also AbsGS's sum of |per-pixel d/d means2d| */ \
+  X(bool, depth, false)            /* blends: also sum_i w_i z_i per pixel (BlendArgs::depth) */
+
 struct RasterOptions {
-  int blend = BLEND_VANILLA;  // BLEND_*
-  int precision = PREC_FP32;  // PREC_*: operands of the matrix blends
-  bool g2l = true;            // matrix blends: tile-centred coordinates
-  bool early_cull = true;     // tc_gs: test beta against ln(1/255) before the exp
-  bool half_blend = false;    // tc_gs: T and colour held in fp16, as TC-GS's code
-  int batch = 128;            // matrix blends: Gaussians per pipeline stage (32, 64 or 128)
-  int intersect = INTERSECT_AABB;
-  int backward = BACKWARD_EXACT;  // BACKWARD_*: the blend backward's kernel
-  bool heavy_first = true;    // blocks take the longest tile lists first
-  bool timing = false;        // CUDA events per stage (reading them syncs)
-  bool antialiased = false;   // preprocess: Mip-Splatting's opacity compensation
-  bool absgrad = false;       // exact backward: also AbsGS's sum of |per-pixel d/d means2d|
-  bool depth = false;         // blends: also sum_i w_i z_i per pixel (BlendArgs::depth)
+#define RASTER_OPTION_FIELD(type, name, value) type name = value;
+  RASTER_OPTIONS(RASTER_OPTION_FIELD)
+#undef RASTER_OPTION_FIELD
 };
 
 // Channels a blend composites: the colour, and with depth the view-space z as a fourth one over

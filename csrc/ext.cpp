@@ -367,21 +367,11 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  py::class_<RasterOptions>(m, "RasterOptions")
-      .def(py::init<>())
-      .def_readwrite("blend", &RasterOptions::blend)
-      .def_readwrite("precision", &RasterOptions::precision)
-      .def_readwrite("g2l", &RasterOptions::g2l)
-      .def_readwrite("early_cull", &RasterOptions::early_cull)
-      .def_readwrite("half_blend", &RasterOptions::half_blend)
-      .def_readwrite("batch", &RasterOptions::batch)
-      .def_readwrite("intersect", &RasterOptions::intersect)
-      .def_readwrite("backward", &RasterOptions::backward)
-      .def_readwrite("heavy_first", &RasterOptions::heavy_first)
-      .def_readwrite("timing", &RasterOptions::timing)
-      .def_readwrite("antialiased", &RasterOptions::antialiased)
-      .def_readwrite("absgrad", &RasterOptions::absgrad)
-      .def_readwrite("depth", &RasterOptions::depth);
+  py::class_<RasterOptions> options(m, "RasterOptions");
+  options.def(py::init<>());
+#define BIND_RASTER_OPTION(type, name, value) options.def_readwrite(#name, &RasterOptions::name);
+  RASTER_OPTIONS(BIND_RASTER_OPTION)  // every field of blend.h's list, by its name
+#undef BIND_RASTER_OPTION
   // The ids of the option enums, so Python never restates them.
   m.attr("blend_ids") = py::dict(py::arg("vanilla") = (int)BLEND_VANILLA, py::arg("gemm") = (int)BLEND_GEMM,
                                  py::arg("tcgs") = (int)BLEND_TCGS);
