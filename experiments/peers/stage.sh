@@ -17,7 +17,8 @@ train)
   if [ -e .device ]; then echo "stage.sh: .device exists: move it aside (or remove it) first" >&2; exit 1; fi
   python ../shared/tools/stage_gpu_job.py --scene nerf_synthetic/lego --test-every 8 > /dev/null
   python experiments/webp_stage.py pack .device/data/lego .device/lego_webp
-  rm -rf .device/data .device/whl/hydra_joblib_launcher-*.whl      # PNGs packed; no sweeps there
+  rm -rf .device/data      # PNGs packed. The joblib launcher's wheel stays: jobs_per_gpu.sh sweeps, and
+                           # without it Hydra warns at every start that the gpus launcher cannot load
   mkdir -p .device/peer_whl
   cp ../shared/wheels/device-peer/gsplat-1.5.3-*.whl .device/peer_whl/
   if ls "$PEER_WHEELS"/gsplat-1.6.0-*.whl "$PEER_WHEELS"/fused_ssim-*.whl >/dev/null 2>&1; then
@@ -55,7 +56,7 @@ PY
 real)  # .device_real for session_real.sh: beer and fern's photos, pycolmap (as tar.xz), gsexp's
        # wheels, gsplat main + fused-ssim, AlexNet for LPIPS (VGG would not fit beside them)
   dst=.device_real; rm -rf "$dst" && mkdir -p "$dst"/whl "$dst"/peer_whl "$dst"/data "$dst"/shared/weights
-  cp ../shared/wheels/device/*.whl "$dst"/whl/ && rm -f "$dst"/whl/hydra_joblib_launcher-*.whl
+  cp ../shared/wheels/device/*.whl "$dst"/whl/
   sed 's#\.device/#.device_real/#g' .device/env.sh > "$dst"/env.sh 2>/dev/null ||
     { echo "stage.sh real: stage .device first (bash experiments/peers/stage.sh train): its env.sh is reused" >&2; exit 1; }
   cp "$PEER_WHEELS"/gsplat-1.6.0-*.whl "$PEER_WHEELS"/fused_ssim-*.whl "$PEER_WHEELS"/commits.env "$dst"/peer_whl/
