@@ -48,5 +48,5 @@ def table(folder: Path) -> str:
 if __name__ == "__main__":
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/modes")
     if not (folder / "runs").is_dir():
-        sys.exit(f"table.py: {folder} has no runs/ folder (session.sh's output)")
+        sys.exit(f"modes_table.py: {folder} has no runs/ folder (session.sh's output)")
     print(table(folder))
