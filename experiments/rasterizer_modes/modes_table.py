@@ -1,6 +1,6 @@
 """The rasterizer-modes study's table (issue 38) from session.sh's folder:
 
-    python experiments/rasterizer_modes/modes_table.py /tmp/modes
+    python experiments/rasterizer_modes/modes_table.py /tmp/peers/modes
 
 One row per run (<raster>_<mode>): the quick-mode test scores at the training resolution
 (summary.json), PSNR at 1/2x and 2x it (gsexp.eval with data.downscale 4 and 1), Gaussians,
@@ -46,7 +46,7 @@ def table(folder: Path) -> str:
 
 
 if __name__ == "__main__":
-    folder = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/modes")
+    folder = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/peers/modes")
     if not (folder / "runs").is_dir():
         sys.exit(f"modes_table.py: {folder} has no runs/ folder (session.sh's output)")
     print(table(folder))

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 38's study on one GPU session, as one background job (staged as the peer study's lego:
 # `bash experiments/peers/stage.sh train`, then `bash experiments/rasterizer_modes/defaults_unchanged.sh stage`):
-#   carry .device: source .device/env.sh; setsid nohup bash experiments/rasterizer_modes/session.sh > /tmp/modes.log 2>&1 < /dev/null & bash experiments/rasterizer_modes/session.sh wait 560
-#   then:          source .device/env.sh; bash experiments/rasterizer_modes/session.sh wait 580    # until "all done"
+#   carry .device: source .device/env.sh; setsid nohup bash experiments/rasterizer_modes/session.sh > /tmp/modes.log 2>&1 < /dev/null & bash experiments/peers/session.sh wait 560 "modes done"
+#   then:          source .device/env.sh; bash experiments/peers/session.sh wait 580 "modes done"
 # 1. defaults_unchanged.sh run: the kernels from before the modes against these, bit for bit (~4 min).
 # 2. lego at half resolution (400x400, every 8th test view: the quick mode), 30K steps with
 #    lego_fast's settings, MODES x RASTERS; each model then scored at 1/2x and 2x the training
@@ -10,13 +10,10 @@
 #    multi-scale-test protocol) and rendered by python -m gsexp.bench with fp32 vanilla and fp16
 #    tc_gs in its mode (the image PSNR between them: tc_gs's fp16 error with the mode). ~75 s a run.
 set -u
-W=/tmp/modes; mkdir -p $W/runs $W/eval $W/bench
-log() { echo "[$(date +%T)] $*" | tee -a $W/steps.log; }
-if [ "${1:-}" = wait ]; then
-  for _ in $(seq "${2:-0}"); do grep -q "] ${3:-all done}" $W/steps.log 2>/dev/null && break; sleep 1; done
-  cat $W/steps.log; mkdir -p "$OUT"; cp $W/steps.log "$OUT"/ 2>/dev/null
-  tar czf "$OUT"/modes.tgz -C /tmp --exclude='*.png' --exclude='*.pt' --exclude='*.ply' --exclude=wandb modes; exit 0
-fi
+# Everything under /tmp/peers, so that the peer study's `session.sh wait` waits for the MARK and
+# packs it (peers.tgz; renders, checkpoints and PLYs left out).
+W=/tmp/peers/modes; mkdir -p $W/runs $W/eval $W/bench
+log() { echo "[$(date +%T)] $*" | tee -a /tmp/peers/steps.log; }
 MODES=${MODES:-"base aa abs both"}
 RASTERS=${RASTERS:-"tc_gs vanilla"}
 declare -A MODE=([base]="" [aa]="rasterizer.antialiased=true" [abs]="strategy.options.absgrad=true"
@@ -48,4 +45,4 @@ for m in $MODES; do for r in $RASTERS; do
   log "scored $name"
 done; done
 python experiments/rasterizer_modes/modes_table.py $W > $W/table.md 2>&1; log "table rc=$?"
-log "all done"
+log "modes done"
