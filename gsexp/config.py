@@ -15,6 +15,7 @@ from gsexp.render import settings as raster_settings
 DATA_KINDS = ("blender", "transforms", "llff", "colmap", "synthetic")
 STRATEGIES = ("default", "budget", "mcmc", "none")
 COMPRESSIONS = ("none", "prune", "vq", "prune_vq", "mask")
+APPEARANCES = ("none", "affine", "bilateral_grid")  # gsexp/train/appearance.py
 LOGGERS = ("wandb", "none")
 BACKGROUNDS = {"white": [1.0, 1.0, 1.0], "black": [0.0, 0.0, 0.0]}  # data.background=white
 
@@ -245,7 +246,7 @@ def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
          f"rasterizer={raster.name} runs on a GPU; set device=cuda (or auto), or use rasterizer=torch on the CPU")
     choice("strategy.name", STRATEGIES)
     check_schedule(merged.schedule, need)
-    choice("appearance.name", ("none", "affine", "bilateral_grid"))
+    choice("appearance.name", APPEARANCES)
     check_per_view(merged, need)
     choice("compress.name", COMPRESSIONS)
     if merged.compress.name != "none":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from gsexp.config import APPEARANCES
 from gsexp.train.per_view import PerView
 
 LUMA = (0.299, 0.587, 0.114)  # the bilateral grid's guide: Rec. 601 luma of the render
@@ -84,4 +85,4 @@ def make_appearance(cfg, num_images: int, device):
     if a.name == "bilateral_grid":
         return BilateralGridAppearance(num_images, device, lr=a.lr, reg=a.reg,
                                        grid_x=a.grid_x, grid_y=a.grid_y, grid_luma=a.grid_luma)
-    raise ValueError(f"config key 'appearance.name': {a.name!r} is not one of none, affine, bilateral_grid")
+    raise ValueError(f"config key 'appearance.name': {a.name!r} is not one of {', '.join(APPEARANCES)}")

@@ -1,5 +1,6 @@
-"""What a training view owns beside the model (appearance=affine, pose_opt): a row of parameters
-per training view, from zero, with its own Adam and a pull toward zero added to the loss."""
+"""What a training view owns beside the model (appearance=affine or bilateral_grid, pose_opt): a
+row of parameters per training view, from zero, with its own Adam and a pull toward zero added to
+the loss (the grid's is its total variation instead)."""
 from __future__ import annotations
 
 import torch

@@ -49,7 +49,7 @@ class Run:
     last_shape: tuple = ()  # (Gaussians, image width) at the last render
     resolution: object = None  # the schedule.resolution schedule (gsexp/train/resolution.py), or None
     masks: list | None = None  # data.masks: a [1, H, W] mask per training view, or None
-    appearance: object = None  # appearance=affine: the per-photo colour transforms, or None
+    appearance: object = None  # appearance=affine|bilateral_grid: the per-photo colour transforms, or None
     pose: object = None  # pose_opt: the training cameras' pose corrections, or None
     elapsed: float = 0.0  # training seconds of earlier attempts, up to their last checkpoint
     attempts: int = 1
