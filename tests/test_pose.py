@@ -9,9 +9,26 @@ import torch
 from gsexp.gaussians import Gaussians
 from gsexp.render import make_settings, render
 from gsexp.scene import load_scene
-from gsexp.train.pose import PoseCorrection, rotation
+from gsexp.train.pose import PoseCorrection
 
 SETTINGS = make_settings("torch")
+
+
+def rotation(w: torch.Tensor) -> torch.Tensor:
+    """Rodrigues' formula, the reference: the rotation by |w| about w."""
+    theta = w.norm()
+    k = torch.zeros(3, 3, dtype=w.dtype)
+    k[0, 1], k[0, 2], k[1, 2] = -w[2], w[1], -w[0]
+    k = k - k.T
+    return torch.eye(3, dtype=w.dtype) + torch.sin(theta) / theta * k + (1 - torch.cos(theta)) / theta ** 2 * (k @ k)
+
+
+def hamilton(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a * b for (w, x, y, z) quaternions a [4], b [N, 4]."""
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b.unbind(-1)
+    return torch.stack([aw * bw - ax * bx - ay * by - az * bz, aw * bx + ax * bw + ay * bz - az * by,
+                        aw * by - ax * bz + ay * bw + az * bx, aw * bz + ax * by - ay * bx + az * bw], -1)
 
 
 def scene():
@@ -28,11 +45,11 @@ def corrected(camera, delta):
 
 def test_moved_gaussians_render_what_the_corrected_camera_sees():
     s, g = scene()
-    pose = PoseCorrection(1, "cpu")
+    cam = s.train_cameras[0]
+    pose = PoseCorrection([cam], "cpu")
     with torch.no_grad():
         pose.delta[0] = torch.tensor([0.02, -0.03, 0.01, 0.05, -0.02, 0.03])
-    cam = s.train_cameras[0]
-    moved = render(pose.apply(g, 0, cam), cam, SETTINGS).image
+    moved = render(pose.apply(g, 0), cam, SETTINGS).image
     truth = render(g, corrected(cam, pose.delta[0].detach()), SETTINGS).image
     assert (moved - truth).abs().max() < 1e-4
     assert (moved - render(g, cam, SETTINGS).image).abs().max() > 0.05  # the correction does move the view
@@ -44,14 +61,14 @@ def test_recovers_a_known_perturbation_of_the_cameras():
     targets = [render(g, s.train_cameras[v], SETTINGS).image for v in views]
     perturb = [torch.tensor([0.03, -0.02, 0.02, 0.04, 0.03, -0.03]), torch.tensor([-0.02, 0.03, -0.01, -0.03, 0.02, 0.04])]
     cams = [corrected(s.train_cameras[v], p) for v, p in zip(views, perturb)]  # what SfM got wrong
-    pose = PoseCorrection(2, "cpu", lr=2e-3, reg=0.0)
+    pose = PoseCorrection(cams, "cpu", lr=2e-3, reg=0.0)
     start = [(render(g, c, SETTINGS).image - t).abs().mean().item() for c, t in zip(cams, targets)]
     for i in range(240):
         v = i % 2
-        loss = (render(pose.apply(g, v, cams[v]), cams[v], SETTINGS).image - targets[v]).abs().mean()
+        loss = (render(pose.apply(g, v), cams[v], SETTINGS).image - targets[v]).abs().mean()
         loss.backward()
         pose.step()
-    end = [(render(pose.apply(g, v, cams[v]), cams[v], SETTINGS).image - targets[v]).abs().mean().item() for v in (0, 1)]
+    end = [(render(pose.apply(g, v), cams[v], SETTINGS).image - targets[v]).abs().mean().item() for v in (0, 1)]
     assert all(e < 0.2 * s0 for e, s0 in zip(end, start)), (start, end)
     for v in (0, 1):  # corrected camera = true camera: dT (P w2c) = w2c
         fixed = corrected(cams[v], pose.delta[v].detach()).world_to_camera
@@ -61,3 +78,31 @@ def test_recovers_a_known_perturbation_of_the_cameras():
         assert rot_err < 0.3 * rot_was and (fixed[:3, 3] - true[:3, 3]).norm() < 0.3 * (cams[v].world_to_camera[:3, 3] - true[:3, 3]).norm()
     summary = pose.summary()
     assert 0 < summary["pose_mean_rotation_deg"] < 5 and not math.isnan(summary["pose_mean_translation"])
+
+
+def test_world_motion_is_the_conjugated_correction():
+    """A = R^T dR R, b = R^T (dR t + t_corr - t), q = A's quaternion, quats rotated by q: against
+    Rodrigues and the Hamilton product in float64, for random cameras and corrections."""
+    s, g = scene()
+    torch.manual_seed(7)
+    cams = s.train_cameras[:3]
+    pose = PoseCorrection(cams, "cpu")
+    with torch.no_grad():
+        pose.delta.copy_(torch.randn(3, 6) * 0.2)
+    quats = torch.nn.functional.normalize(torch.randn(50, 4), dim=1)
+    for v, cam in enumerate(cams):
+        d = pose.delta[v].detach().double()
+        w2c = cam.world_to_camera.double()
+        rot, trans = w2c[:3, :3], w2c[:3, 3]
+        a, b, q = (t.detach().double() for t in pose.world_motion(v))
+        dr = rotation(d[:3])
+        assert torch.allclose(a, rot.T @ dr @ rot, atol=1e-5)
+        assert torch.allclose(b, rot.T @ (dr @ trans + d[3:] - trans), atol=1e-5)
+        qw, qv = q[0], q[1:]  # q's rotation is A
+        assert torch.allclose((qw ** 2 - qv @ qv) * torch.eye(3, dtype=q.dtype) + 2 * torch.outer(qv, qv)
+                              + 2 * qw * torch.tensor([[0, -qv[2], qv[1]], [qv[2], 0, -qv[0]], [-qv[1], qv[0], 0]],
+                                                      dtype=q.dtype), a, atol=1e-5)
+        g50 = Gaussians(g.means[:50], g.log_scales[:50], quats, g.opacity_logits[:50], g.sh[:50], 0)
+        moved = pose.apply(g50, v)
+        assert torch.allclose(moved.quats.double(), hamilton(q, quats.double()), atol=1e-6)
+        assert torch.allclose(moved.means.double(), g50.means.double() @ a.T + b, atol=1e-5)

@@ -12,7 +12,14 @@
 # 2. issues 41 and 40 on beer: FEATS (appearance, pose, bilateral grid; capture_turbo's recipes) x two seeds, as long as
 #    the session lasts (run.sh skips finished runs, so a later session goes on from where it stopped).
 # ~12 min for part 1 (builds 2, prepare 1, four runs ~8), then ~80 s per study run.
+# Second session (beer's seeds, the per-view features after their speed fix), the same calls with
+#   PEER_DATAS=beer_prepared PEER_SEEDS="0 1 2" STUDY_DATAS=beer_prepared STUDY_FEATS="app pose grid both" STUDY_SEEDS=0
+# exported before the first call's `setsid nohup ...` (~20 min).
 set -u
+# What runs (defaults: the first session's plan)
+PEER_DATAS=${PEER_DATAS:-beer_prepared fern_prepared}; PEER_SEEDS=${PEER_SEEDS:-0}
+STUDY_DATAS=${STUDY_DATAS:-beer_prepared fern_prepared}; STUDY_FEATS=${STUDY_FEATS:-base turbo app pose both grid}
+STUDY_SEEDS=${STUDY_SEEDS:-0 1}
 S=.device_real; P=/tmp/peers/real; RC=/tmp/real_captures; mkdir -p $P/renders $P/scores $P/runs
 log() { echo "[$(date +%T)] $*" | tee -a /tmp/peers/steps.log; }
 # run.sh: scenes and the undistortion cache in W, run folders (gsexp's and the peer's) in R
@@ -23,29 +30,35 @@ tar xJf $S/pycolmap.tar.xz -C /tmp/site; log "pycolmap rc=$?"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peer_main $S/peer_whl/gsplat-1.6.0-*.whl \
   $S/peer_whl/fused_ssim-*.whl > $P/pip_main.log 2>&1; log "gsplat main install rc=$?"
 python -c "from gsexp.render.cuda import build; build.load()" > $P/build.log 2>&1; log "gsexp build rc=$?"
-DATAS="beer_prepared fern_prepared" $RUN scenes > $P/scenes.log 2>&1; log "prepare beer, fern rc=$?"
-for data in beer_prepared fern_prepared; do cp $RC/$data/prepare.json $P/$data.prepare.json; done
+# no host sync in a training step, with each per-view feature (the first session's pose runs synced)
+timeout 300 python -m pytest -q -p no:cacheprovider tests/test_cuda_step_sync.py > $P/sync_test.log 2>&1; log "step sync test rc=$?"
+DATAS="$PEER_DATAS $STUDY_DATAS" $RUN scenes > $P/scenes.log 2>&1; log "prepare beer, fern rc=$?"
+for data in $PEER_DATAS $STUDY_DATAS; do cp $RC/$data/prepare.json $P/$data.prepare.json; done
 source $S/peer_whl/commits.env; export GSPLAT_COMMIT FUSED_SSIM_COMMIT
-for data in beer_prepared fern_prepared; do
+for data in $PEER_DATAS; do
   scene=$RC/$data
   python experiments/peers/cameras.py colmap $scene --split test --option test_every=8 > $P/${data}_test_cameras.json
-  s=$(date +%s); DATAS=$data RASTERS=tcgs_accutile $RUN train > $P/runs/gsexp_$data.log 2>&1
-  log "gsexp $data rc=$? ($(( $(date +%s) - s )) s wall)"
-  python experiments/peers/render_views.py $R/runs/${data}_tcgs_accutile --cameras $P/${data}_test_cameras.json \
-    --out $P/renders/gsexp_$data --background 0,0,0 > $P/runs/gsexp_${data}_render.log 2>&1
-  s=$(date +%s); PYTHONPATH=/tmp/peer_main:$PYTHONPATH PEERS=$data $RUN peer > $P/runs/main_$data.log 2>&1
-  log "gsplat main $data rc=$? ($(( $(date +%s) - s )) s wall)"   # its record: $R/peer/gsplat_$data.json
-  for who in gsexp main; do
-    renders=$P/renders/gsexp_$data; [ $who = main ] && renders=$R/peer/renders_$data
-    GSEXP_LPIPS_WEIGHTS=$GSEXP_SHARED/weights python experiments/peers/score.py $renders colmap $scene \
-      --option test_every=8 --nets alex --label ${who}_$data --out $P/scores/${who}_$data.json >> $P/scores/table.md 2>> $P/scores/errors.log
+  for seed in $PEER_SEEDS; do
+    name=$data; [ $seed = 0 ] || name=${data}_s$seed   # run.sh's names for seed s
+    s=$(date +%s); DATAS=$data SEEDS=$seed RASTERS=tcgs_accutile $RUN train > $P/runs/gsexp_$name.log 2>&1
+    log "gsexp $name rc=$? ($(( $(date +%s) - s )) s wall)"
+    run=${data}_tcgs_accutile; [ $seed = 0 ] || run=${run}_s$seed
+    python experiments/peers/render_views.py $R/runs/$run --cameras $P/${data}_test_cameras.json \
+      --out $P/renders/gsexp_$name --background 0,0,0 > $P/runs/gsexp_${name}_render.log 2>&1
+    s=$(date +%s); PYTHONPATH=/tmp/peer_main:$PYTHONPATH PEERS=$data SEEDS=$seed $RUN peer > $P/runs/main_$name.log 2>&1
+    log "gsplat main $name rc=$? ($(( $(date +%s) - s )) s wall)"   # its record: $R/peer/gsplat_$name.json
+    for who in gsexp main; do
+      renders=$P/renders/gsexp_$name; [ $who = main ] && renders=$R/peer/renders_$name
+      GSEXP_LPIPS_WEIGHTS=$GSEXP_SHARED/weights python experiments/peers/score.py $renders colmap $scene \
+        --option test_every=8 --nets alex --label ${who}_$name --out $P/scores/${who}_$name.json >> $P/scores/table.md 2>> $P/scores/errors.log
+    done
+    log "scored $name"
   done
-  log "scored $data"
 done
 log "peers done"
-# issue 41: each feature alone and together, two seeds, on beer (fern after, if time is left)
-FEATS="base turbo app pose both grid" SEEDS="0 1" DATAS="beer_prepared" RASTERS=tcgs_accutile $RUN train > $P/study_beer.log 2>&1
-log "study beer rc=$?"
-FEATS="base turbo app pose both grid" SEEDS="0 1" DATAS="fern_prepared" RASTERS=tcgs_accutile $RUN train > $P/study_fern.log 2>&1
-log "study fern rc=$?"
+# issue 41: each feature alone and together, on each study scene in turn
+for data in $STUDY_DATAS; do
+  FEATS="$STUDY_FEATS" SEEDS="$STUDY_SEEDS" DATAS="$data" RASTERS=tcgs_accutile $RUN train > $P/study_$data.log 2>&1
+  log "study $data rc=$?"
+done
 log "real done"

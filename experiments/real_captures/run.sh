@@ -5,7 +5,7 @@
 #   scenes   prepare beer and fern from their photos, and fern's LLFF model as a COLMAP scene
 #   train    the gsexp runs, DATAS x RASTERS x FEATS x SEEDS (skips those whose summary.json says ok)
 #   peer     gsplat (whichever version PYTHONPATH gives, with fused-ssim) on the same loaded data
-#            through experiments/peers/train_gsplat.py (4 runs)
+#            through experiments/peers/train_gsplat.py (PEERS x SEEDS runs; seed s != 0 is <data>_s<s>)
 #   collect  copy the summaries and prepare.json files into $OUT/real_captures
 # Each gsexp run is one `python train.py` with 30K steps, test views every 8th image.
 set -euo pipefail
@@ -78,10 +78,12 @@ peer)
   mkdir -p "$R/peer"
   declare -A PEER_PATH=([beer_undistorted]="$D/beer" [beer_prepared]="$W/beer_prepared"
                        [fern_undistorted]="$W/fern_colmap" [fern_prepared]="$W/fern_prepared")
-  for data in $PEERS; do
-    python "$PEER" --data colmap --path "${PEER_PATH[$data]}" --iters "$ITERS" --out "$R/peer/gsplat_$data.json" \
-      --renders "$R/peer/renders_$data"
-  done
+  for data in $PEERS; do for seed in $SEEDS; do
+    # seed s: gsexp's init seed s (as train.py seed=s) and simple_trainer's set_random_seed(42 + s)
+    name=$data; [ "$seed" = 0 ] || name="${data}_s$seed"
+    python "$PEER" --data colmap --path "${PEER_PATH[$data]}" --iters "$ITERS" --out "$R/peer/gsplat_$name.json" \
+      --renders "$R/peer/renders_$name" --seed "$seed" --train-seed $((42 + seed))
+  done; done
   ;;
 collect)
   dst="${OUT:?set OUT}/real_captures"

@@ -20,8 +20,9 @@ LUMA = (0.299, 0.587, 0.114)  # the bilateral grid's guide: Rec. 601 luma of the
 def transform(image: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     """[3, H, W] image through (identity + d) applied to [r, g, b, 1]; d is [3, 4] or, one per
     pixel, [3, 4, H, W]."""
-    if d.dim() == 2:
-        return image + torch.einsum("ij,jhw->ihw", d[:, :3], image) + d[:, 3, None, None]
+    if d.dim() == 2:  # one small GEMM: (I + M) [3, HW] + b
+        eye = torch.eye(3, dtype=d.dtype, device=d.device)
+        return torch.addmm(d[:, 3:], d[:, :3] + eye, image.reshape(3, -1)).view_as(image)
     return image + torch.einsum("ijhw,jhw->ihw", d[:, :3], image) + d[:, 3]
 
 
@@ -50,15 +51,25 @@ class BilateralGridAppearance(PerView):
     def apply(self, image: torch.Tensor, view: int) -> torch.Tensor:
         """[3, H, W] render -> the training photo `view`'s colours."""
         _, h, w = image.shape
-        weights = torch.tensor(LUMA, dtype=image.dtype, device=image.device)
+        weights, xy = self._constants(h, w, image)
         luma = torch.einsum("c,chw->hw", weights, image).clamp(0, 1)
-        # Pixel centres in [0, 1]; align_corners=True puts 0 and 1 on the grid's end cells.
-        y, x = torch.meshgrid((torch.arange(h, device=image.device, dtype=image.dtype) + 0.5) / h,
-                              (torch.arange(w, device=image.device, dtype=image.dtype) + 0.5) / w, indexing="ij")
-        at = torch.stack((x, y, luma), -1) * 2 - 1  # grid_sample's (x, y, z) order, in [-1, 1]
+        at = torch.cat((xy, luma[..., None] * 2 - 1), -1)  # grid_sample's (x, y, z) order, in [-1, 1]
         d = F.grid_sample(self.delta[view][None], at[None, None], mode="bilinear",
                           padding_mode="border", align_corners=True)  # [1, 12, 1, H, W]
         return transform(image, d.view(3, 4, h, w))
+
+    def _constants(self, h: int, w: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The luma weights and the pixel centres as grid coordinates [H, W, 2], made once per size:
+        made every step they would cost a host-to-device copy (which waits for the GPU) and a few
+        launches, in a step bound by the host."""
+        key = (h, w, like.dtype, like.device)
+        if getattr(self, "_cached", (None,))[0] != key:
+            weights = torch.tensor(LUMA, dtype=like.dtype).to(like.device)
+            # Pixel centres in [0, 1], then [-1, 1]; align_corners=True puts the ends on the end cells.
+            y, x = torch.meshgrid((torch.arange(h, dtype=like.dtype) + 0.5) / h,
+                                  (torch.arange(w, dtype=like.dtype) + 0.5) / w, indexing="ij")
+            self._cached = (key, weights, (torch.stack((x, y), -1) * 2 - 1).to(like.device))
+        return self._cached[1], self._cached[2]
 
     def regularization(self, view: int) -> torch.Tensor:
         """reg x the grid's total variation: squared differences of neighbouring cells along

@@ -139,8 +139,6 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
     run.compression.post_backward(params, state)
     timer.mark("densify")
     optimizer_step(run, [seen for seen, _ in rendered])
-    for extra in run.per_view().values():
-        extra.step()
     timer.mark("optimizer")
     run.compression.step(params, optimizers, state, step, run.scene.train_cameras)
     timer.mark("densify")
@@ -165,7 +163,7 @@ def view_loss_of(run: Run, view: int, step: int, bg, sh_degree: int, timer: Phas
     # Densification changed N, or the schedule the size, since the last render: its pair count
     # says little about this one.
     capacity = run.pairs.capacity(exact=(len(params["means"]), camera.width) != run.last_shape)
-    g = gaussians(run) if run.pose is None else run.pose.apply(gaussians(run), view, camera)
+    g = gaussians(run) if run.pose is None else run.pose.apply(gaussians(run), view)
     out = render(g, camera, run.settings, background=bg, sh_degree=sh_degree, capacity=capacity)
     run.pairs.record(out.num_pairs, capacity)
     run.last_shape = (len(params["means"]), camera.width)
@@ -197,6 +195,14 @@ def optimizer_step(run: Run, outs: list) -> None:
         for opt in optimizers.values():
             opt.step()
     zero_grads(optimizers)
+    # What the views own beside the model (appearance, pose): dense, one more fused launch.
+    extras = {name: extra.optimizer for name, extra in run.per_view().items()}
+    if extras and run.device.type == "cuda" and run.cfg.fused_adam:
+        fused_adam_step(extras)
+        zero_grads(extras)
+    else:
+        for extra in run.per_view().values():
+            extra.step()
 
 
 def log_step(run: Run, logger, step: int, out, loss, target, step_seconds: float, phase_ms) -> dict:

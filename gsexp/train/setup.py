@@ -101,7 +101,7 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     run.masks = [m.to(device) for m in scene.train_masks] if scene.train_masks else None
     run.appearance = make_appearance(cfg, len(scene.train_cameras), device)
     if cfg.pose_opt:
-        run.pose = PoseCorrection(len(scene.train_cameras), device, lr=cfg.pose_opt_lr, reg=cfg.pose_opt_reg)
+        run.pose = PoseCorrection(scene.train_cameras, device, lr=cfg.pose_opt_lr, reg=cfg.pose_opt_reg)
     if cfg.batch_size > len(scene.train_cameras):
         raise ValueError(f"config key 'batch_size': {cfg.batch_size} views a step, but the scene has "
                          f"{len(scene.train_cameras)} training views; use batch_size <= {len(scene.train_cameras)}")
