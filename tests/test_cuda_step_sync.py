@@ -20,16 +20,19 @@ def scene_dir(tmp_path_factory):
 
 
 @pytest.mark.parametrize("feature", ["", "appearance=affine", "appearance=bilateral_grid", "pose_opt=true",
-                                     "batch_size=2", "rasterizer=vanilla"])
+                                     "batch_size=2", "rasterizer=vanilla", "strategy=mcmc", "strategy=budget",
+                                     "sparse_adam=true", "schedule.resolution=auto",
+                                     "rasterizer.antialiased=true rasterizer.absgrad=true"])
 def test_steps_between_refinements_do_not_sync(scene_dir, tmp_path, feature):
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = validate(compose("train", overrides=[
             "data=transforms", f"data.path={scene_dir}", "data.test_every=4", "logger=none", "device=cuda",
-            "model.num_random=3000", "iterations=1000", "rasterizer=tc_gs", "rasterizer.intersect=accutile",
-            "pair_capacity=true", *([feature] if feature else [])]))
+            "model.num_random=3000", "iterations=1000", "pair_capacity=true",
+            *feature.split(), *([] if "rasterizer=" in feature else ["rasterizer=tc_gs"]),
+            "rasterizer.intersect=accutile"]))
     run = setup(cfg, tmp_path / "run")
     timer = PhaseTimer(run.device)
-    assert run.strategy.refine_start > 12  # the steps below refine nothing
+    assert run.strategy.refine_start > 12  # the steps below refine nothing (nor does mcmc's relocation)
     for step in range(1, 4):  # first renders size the pair buffer (one sync each, by design)
         recipe.train_step(run, step, timer)
     torch.cuda.synchronize()
