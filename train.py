@@ -240,6 +240,7 @@ def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | Non
                                  "imports": begun["main"] - begun["process"],
                                  "load_inputs": begun["inputs"] - begun["main"],
                                  "setup": loop_started - begun["inputs"],
+                                 "setup_parts": summary.pop("setup_s"),
                                  "after_last_step": time.time() - summary.pop("loop_ended"),
                                  "evaluation": summary.pop("eval_seconds")}
         if gpu is not None:  # the pool's device (CUDA_VISIBLE_DEVICES of this job), as nvidia-smi sees it

@@ -109,6 +109,9 @@ def test_single_run_writes_the_run_dir(tmp_path):
     assert min(over["imports"], over["load_inputs"], over["setup"]) >= 0
     assert parts == pytest.approx(over["to_first_step"], abs=1e-3)
     assert 0 < over["evaluation"] <= over["after_last_step"]
+    setup_parts = over["setup_parts"]  # inside setup: the model, images, the rest, resume (a GPU adds its two)
+    assert {"model", "images", "rest", "resume"} <= set(setup_parts) and min(setup_parts.values()) >= 0
+    assert sum(setup_parts.values()) <= over["setup"] + 1e-3
 
 
 def test_multirun_two_values_and_a_failing_job(tmp_path):

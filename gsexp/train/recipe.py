@@ -81,7 +81,8 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
                "pair_overflows": run.pairs.settled_overflows(),
                **{k: v for extra in run.per_view().values() for k, v in extra.summary().items()}}
     return {**finished, **trained, "attempts": run.attempts, "error": None,
-            "overrides": list(overrides), "status": "ok", "loop_started": loop_started, "loop_ended": loop_ended}
+            "overrides": list(overrides), "status": "ok", "loop_started": loop_started, "loop_ended": loop_ended,
+            "setup_s": run.setup_s}
 
 
 def loop_step(run: Run, step: int, timer: PhaseTimer, logger, viewer) -> dict:

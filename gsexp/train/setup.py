@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +54,7 @@ class Run:
     pose: object = None  # pose_opt: the training cameras' pose corrections, or None
     elapsed: float = 0.0  # training seconds of earlier attempts, up to their last checkpoint
     attempts: int = 1
+    setup_s: dict = field(default_factory=dict)  # where setup's seconds went (summary.json's overhead_s)
 
     def per_view(self) -> dict:
         """What the training views own beside the model (gsexp/train/per_view.py), by checkpoint key."""
@@ -79,13 +81,27 @@ def load_inputs(cfg: DictConfig, checkpoint: tuple | None) -> Inputs:
 
 
 def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
+    clock = _Clock()
     settings = rasterizer_settings(cfg)
     device = pick_device(cfg.device, settings)
+    if device.type == "cuda":  # the context now, and the extension before the training clock starts
+        torch.zeros(1, device=device)
+        clock.mark("cuda_init")
+        if settings.backend == "cuda" or cfg.fused_ssim or cfg.fused_adam:
+            from gsexp.render.cuda.build import CudaUnavailable, load
+
+            try:
+                load()
+            except CudaUnavailable:
+                if settings.backend == "cuda":
+                    raise
+            clock.mark("extension")  # a cached build: its check and load
     inputs = inputs or load_inputs(cfg, resume_checkpoint(cfg, run_dir))
     set_rng_state(inputs.rng)
     scene = inputs.scene
     params = {k: torch.nn.Parameter(v.to(device)) for k, v in make_params(inputs.initial).items()}
-    optimizers = make_optimizers(params, scene.extent)
+    optimizers = make_optimizers(params, scene.extent)  # the first torch Adam imports torch._dynamo (~1.5 s)
+    clock.mark("model")
     compression = make_compression(cfg.compress.name, **OmegaConf.to_container(cfg.compress.options, resolve=True)
                                    ).scaled(cfg.iterations)
     compression.setup(params, optimizers)  # e.g. the mask's own parameters
@@ -95,7 +111,9 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
                              **OmegaConf.to_container(cfg.strategy.options, resolve=True)).scaled(cfg.iterations)
     if getattr(strategy, "absgrad", False):  # AbsGS's statistic comes from the rasterizer's backward
         settings = settings.replace(absgrad=True)
-    run = Run(cfg, settings, device, scene, [im.to(device) for im in scene.train_images], params, optimizers,
+    images = [im.to(device) for im in scene.train_images]
+    clock.mark("images")
+    run = Run(cfg, settings, device, scene, images, params, optimizers,
               compression, strategy, strategy.initial_state())
     run.pairs = PairBudget(cfg.pair_capacity and settings.backend == "cuda")
     run.masks = [m.to(device) for m in scene.train_masks] if scene.train_masks else None
@@ -108,9 +126,25 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     for opt in [*optimizers.values(), *(extra.optimizer for extra in run.per_view().values())]:
         scale_for_batch(opt, cfg.batch_size)
     schedule_resolution(run, cfg)
+    clock.mark("rest")
     resume(run, run_dir, inputs.checkpoint)
+    clock.mark("resume")
     inputs.checkpoint = inputs.initial = None  # on the device now: no second copy held through training
+    run.setup_s = clock.parts
     return run
+
+
+class _Clock:
+    """Seconds between marks, by name (a CUDA mark waits for nothing: the copies it follows
+    are synchronous from pageable memory)."""
+
+    def __init__(self):
+        self.parts, self.last = {}, time.perf_counter()
+
+    def mark(self, name: str) -> None:
+        now = time.perf_counter()
+        self.parts[name] = self.parts.get(name, 0.0) + now - self.last
+        self.last = now
 
 
 def schedule_resolution(run: Run, cfg: DictConfig) -> None:
