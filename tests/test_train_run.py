@@ -109,6 +109,10 @@ def test_single_run_writes_the_run_dir(tmp_path):
     assert min(over["imports"], over["load_inputs"], over["setup"]) >= 0
     assert parts == pytest.approx(over["to_first_step"], abs=1e-3)
     assert 0 < over["evaluation"] <= over["after_last_step"]
+    # the evaluation and checkpoint at step 10 are off the training clock, and timed on their own
+    paused = summary["paused_s"]
+    assert paused["evaluation"] > 0 and paused["checkpoints"] > 0
+    assert summary["train_seconds"] + sum(paused.values()) < time.time() - proc_started
     setup_parts = over["setup_parts"]  # inside setup: the model, images, the rest, resume (a GPU adds its two)
     assert {"model", "images", "rest", "resume"} <= set(setup_parts) and min(setup_parts.values()) >= 0
     assert sum(setup_parts.values()) <= over["setup"] + 1e-3
@@ -189,3 +193,31 @@ def test_rerun_without_resume_keeps_the_earlier_run(tmp_path):
     assert proc.returncode != 0 and "resume=auto" in proc.stderr + proc.stdout
     assert all(p.read_bytes() == b for p, b in before.items())
     assert json.loads(next(tmp_path.rglob("summary.json")).read_text())["status"] == "ok"
+
+
+def test_periodic_evaluation_and_checkpoints_are_off_the_training_clock(tmp_path, monkeypatch):
+    """train_seconds counts the steps: a periodic evaluation and a checkpoint that take 2 s more
+    each (slowed here) add to paused_s, not to it."""
+    from gsexp.config import validate
+    from gsexp.track import Logger
+    from gsexp.train import recipe
+    from test_train_config import compose_train
+
+    slow = {"evaluate": recipe.evaluate, "save_checkpoint": recipe.save_checkpoint}
+
+    def slowed(name):
+        def call(*args, **kwargs):
+            time.sleep(2.0)
+            return slow[name](*args, **kwargs)
+        return call
+
+    cfg = validate(compose_train(TINY + ["iterations=12", "eval_every=6", "checkpoint_every=6"]))
+    fast = recipe.train(cfg, tmp_path / "fast", Logger(), [])
+    for name in slow:
+        monkeypatch.setattr(recipe, name, slowed(name))
+    slowed_run = recipe.train(cfg, tmp_path / "slow", Logger(), [])
+    # one evaluation and one checkpoint in the loop (step 6), each 2 s slower; the final ones
+    # (step 12) were never on the clock
+    assert slowed_run["paused_s"]["evaluation"] > fast["paused_s"]["evaluation"] + 1.9
+    assert slowed_run["paused_s"]["checkpoints"] > fast["paused_s"]["checkpoints"] + 1.9
+    assert slowed_run["train_seconds"] < fast["train_seconds"] + 2.0  # on the clock they would add 4

@@ -6,6 +6,7 @@ eval / checkpoint -> final checkpoint, compression, eval, PLY -> the summary.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from gsexp.gaussians import make_params, save_ply, to_gaussians
 from gsexp.render import render
 from gsexp.scene.images import resize_area
 from gsexp.train.checkpoint import save_checkpoint
-from gsexp.train.evaluate import evaluate, lpips_available, peak_memory_mb
+from gsexp.train.evaluate import evaluate, lpips_available, peak_memory_mb, synced_clock
 from gsexp.train.interrupt import Interrupted, deferred
 from gsexp.train.optim import fused_adam_step, zero_grads
 from gsexp.train.params import means_lr
@@ -41,9 +42,10 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
     lpips_net = cfg.lpips_net if lpips_available(cfg) else None
     viewer, logger = live_viewer(cfg, run.scene, logger, lambda: gaussians(run))  # viewer.enabled: serve it live
     started, loop_started = time.perf_counter(), time.time()
+    paused = {"evaluation": 0.0, "checkpoints": 0.0}  # in the loop but not training: off the clock
 
-    def seconds():  # training time of every attempt
-        return run.elapsed + time.perf_counter() - started
+    def seconds():  # training time of every attempt: its steps, not its periodic evaluations or checkpoints
+        return run.elapsed + time.perf_counter() - started - sum(paused.values())
 
     saved = done = run.start  # the newest checkpoint's step, the steps finished
     progress = Progress(cfg.iterations, run.start)  # a bar on a terminal, else plain lines (and train.log)
@@ -54,9 +56,11 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
                 progress.update(step + 1, **loop_step(run, step, timer, logger, viewer))
                 done = step + 1
             if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.iterations:
-                evaluate(gaussians(run), run.scene, run.settings, run.device, logger, done, lpips_net=lpips_net)
+                with pause(paused, "evaluation", run.device):
+                    evaluate(gaussians(run), run.scene, run.settings, run.device, logger, done, lpips_net=lpips_net)
             if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.iterations:
-                save_checkpoint(run_dir, done, payload(run, done, seconds()))
+                with pause(paused, "checkpoints", run.device):
+                    save_checkpoint(run_dir, done, payload(run, done, seconds()))
                 saved = done
         progress.close()
         viewer.close()
@@ -77,12 +81,23 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
         torch.cuda.synchronize(run.device)
     timer.read()
     trained = {"device": run.device.type if run.device.type == "cpu" else torch.cuda.get_device_name(run.device),
-               "train_seconds": train_seconds, "phase_ms": timer.medians(), "peak_memory_mb": peak_memory_mb(run.device),
+               "train_seconds": train_seconds, "paused_s": paused, "phase_ms": timer.medians(), "peak_memory_mb": peak_memory_mb(run.device),
                "pair_overflows": run.pairs.settled_overflows(),
                **{k: v for extra in run.per_view().values() for k, v in extra.summary().items()}}
     return {**finished, **trained, "attempts": run.attempts, "error": None,
             "overrides": list(overrides), "status": "ok", "loop_started": loop_started, "loop_ended": loop_ended,
             "setup_s": run.setup_s}
+
+
+@contextlib.contextmanager
+def pause(paused: dict, what: str, device: torch.device):
+    """Time spent in the block goes to paused[what], not to the training clock. The GPU's queued
+    steps are waited for first (once per evaluation or checkpoint), so their time stays training's."""
+    start = synced_clock(device)
+    try:
+        yield
+    finally:
+        paused[what] += synced_clock(device) - start
 
 
 def loop_step(run: Run, step: int, timer: PhaseTimer, logger, viewer) -> dict:
