@@ -13,11 +13,12 @@
 #    the session lasts (run.sh skips finished runs, so a later session goes on from where it stopped).
 # ~12 min for part 1 (builds 2, prepare 1, four runs ~8), then ~80 s per study run.
 # Second session (beer's seeds, the per-view features after their speed fix), the same calls with
-#   PEER_DATAS=beer_prepared PEER_SEEDS="0 1 2" STUDY_DATAS=beer_prepared STUDY_FEATS="app pose grid both" STUDY_SEEDS=0
-# exported before the first call's `setsid nohup ...` (~20 min).
+#   PEER_RUNS="beer_prepared:0 beer_prepared:1 fern_prepared:0 beer_prepared:2" STUDY_DATAS=beer_prepared STUDY_FEATS="app pose grid" STUDY_SEEDS=0
+# exported before the first call's `setsid nohup ...` (~25 min). gsexp's train_seconds now
+# leaves out the periodic evaluations and checkpoints, which the first session's counted.
 set -u
 # What runs (defaults: the first session's plan)
-PEER_DATAS=${PEER_DATAS:-beer_prepared fern_prepared}; PEER_SEEDS=${PEER_SEEDS:-0}
+PEER_RUNS=${PEER_RUNS:-beer_prepared:0 fern_prepared:0}   # data:seed, each trained by both trainers
 STUDY_DATAS=${STUDY_DATAS:-beer_prepared fern_prepared}; STUDY_FEATS=${STUDY_FEATS:-base turbo app pose both grid}
 STUDY_SEEDS=${STUDY_SEEDS:-0 1}
 S=.device_real; P=/tmp/peers/real; RC=/tmp/real_captures; mkdir -p $P/renders $P/scores $P/runs
@@ -32,28 +33,27 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peer_m
 python -c "from gsexp.render.cuda import build; build.load()" > $P/build.log 2>&1; log "gsexp build rc=$?"
 # no host sync in a training step, with each per-view feature (the first session's pose runs synced)
 timeout 300 python -m pytest -q -p no:cacheprovider tests/test_cuda_step_sync.py > $P/sync_test.log 2>&1; log "step sync test rc=$?"
-DATAS="$PEER_DATAS $STUDY_DATAS" $RUN scenes > $P/scenes.log 2>&1; log "prepare beer, fern rc=$?"
-for data in $PEER_DATAS $STUDY_DATAS; do cp $RC/$data/prepare.json $P/$data.prepare.json; done
+DATAS="$PEER_RUNS $STUDY_DATAS" $RUN scenes > $P/scenes.log 2>&1; log "prepare beer, fern rc=$?"
+for data in beer_prepared fern_prepared; do cp $RC/$data/prepare.json $P/$data.prepare.json 2>/dev/null; done
 source $S/peer_whl/commits.env; export GSPLAT_COMMIT FUSED_SSIM_COMMIT
-for data in $PEER_DATAS; do
-  scene=$RC/$data
-  python experiments/peers/cameras.py colmap $scene --split test --option test_every=8 > $P/${data}_test_cameras.json
-  for seed in $PEER_SEEDS; do
-    name=$data; [ $seed = 0 ] || name=${data}_s$seed   # run.sh's names for seed s
-    s=$(date +%s); DATAS=$data SEEDS=$seed RASTERS=tcgs_accutile $RUN train > $P/runs/gsexp_$name.log 2>&1
-    log "gsexp $name rc=$? ($(( $(date +%s) - s )) s wall)"
-    run=${data}_tcgs_accutile; [ $seed = 0 ] || run=${run}_s$seed
-    python experiments/peers/render_views.py $R/runs/$run --cameras $P/${data}_test_cameras.json \
-      --out $P/renders/gsexp_$name --background 0,0,0 > $P/runs/gsexp_${name}_render.log 2>&1
-    s=$(date +%s); PYTHONPATH=/tmp/peer_main:$PYTHONPATH PEERS=$data SEEDS=$seed $RUN peer > $P/runs/main_$name.log 2>&1
-    log "gsplat main $name rc=$? ($(( $(date +%s) - s )) s wall)"   # its record: $R/peer/gsplat_$name.json
-    for who in gsexp main; do
-      renders=$P/renders/gsexp_$name; [ $who = main ] && renders=$R/peer/renders_$name
-      GSEXP_LPIPS_WEIGHTS=$GSEXP_SHARED/weights python experiments/peers/score.py $renders colmap $scene \
-        --option test_every=8 --nets alex --label ${who}_$name --out $P/scores/${who}_$name.json >> $P/scores/table.md 2>> $P/scores/errors.log
-    done
-    log "scored $name"
+for item in $PEER_RUNS; do
+  data=${item%%:*}; seed=${item##*:}; scene=$RC/$data
+  [ -f $P/${data}_test_cameras.json ] ||
+    python experiments/peers/cameras.py colmap $scene --split test --option test_every=8 > $P/${data}_test_cameras.json
+  name=$data; [ $seed = 0 ] || name=${data}_s$seed   # run.sh's names for seed s
+  s=$(date +%s); DATAS=$data SEEDS=$seed RASTERS=tcgs_accutile $RUN train > $P/runs/gsexp_$name.log 2>&1
+  log "gsexp $name rc=$? ($(( $(date +%s) - s )) s wall)"
+  run=${data}_tcgs_accutile; [ $seed = 0 ] || run=${run}_s$seed
+  python experiments/peers/render_views.py $R/runs/$run --cameras $P/${data}_test_cameras.json \
+    --out $P/renders/gsexp_$name --background 0,0,0 > $P/runs/gsexp_${name}_render.log 2>&1
+  s=$(date +%s); PYTHONPATH=/tmp/peer_main:$PYTHONPATH PEERS=$data SEEDS=$seed $RUN peer > $P/runs/main_$name.log 2>&1
+  log "gsplat main $name rc=$? ($(( $(date +%s) - s )) s wall)"   # its record: $R/peer/gsplat_$name.json
+  for who in gsexp main; do
+    renders=$P/renders/gsexp_$name; [ $who = main ] && renders=$R/peer/renders_$name
+    GSEXP_LPIPS_WEIGHTS=$GSEXP_SHARED/weights python experiments/peers/score.py $renders colmap $scene \
+      --option test_every=8 --nets alex --label ${who}_$name --out $P/scores/${who}_$name.json >> $P/scores/table.md 2>> $P/scores/errors.log
   done
+  log "scored $name"
 done
 log "peers done"
 # issue 41: each feature alone and together, on each study scene in turn
