@@ -41,6 +41,8 @@ class ModelConfig:
     num_random: int = 20000
     random_radius: Optional[float] = None
     init_opacity: float = 0.1
+    filter_3d: bool = False   # Mip-Splatting's 3D smoothing filter (gsexp/train/filter3d.py)
+    filter_3d_size: float = 0.2  # its variance in pixels^2 at a Gaussian's finest training sampling rate
 
 
 @dataclass
@@ -230,6 +232,10 @@ def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
     need(0 <= merged.model.sh_degree <= 3, "model.sh_degree", f"must be 0..3, got {merged.model.sh_degree}")
     need(merged.model.num_random > 0, "model.num_random", "must be > 0")
     need(0 < merged.model.init_opacity < 1, "model.init_opacity", "must be in (0, 1)")
+    need(merged.model.filter_3d_size > 0, "model.filter_3d_size", f"must be > 0, got {merged.model.filter_3d_size}")
+    need(not merged.model.filter_3d or merged.compress.name == "none", "model.filter_3d",
+         f"is not supported with compress={merged.compress.name} (the compressed file would hold the "
+         "unfiltered model); use one or the other")
     need(merged.data.downscale >= 1, "data.downscale", f"must be an integer >= 1, got {merged.data.downscale}")
     need(len(merged.data.background) == 3, "data.background", "must be 3 values (r, g, b)")
     choice("data.kind", DATA_KINDS)

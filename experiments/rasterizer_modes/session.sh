@@ -14,11 +14,12 @@ set -u
 # packs it (peers.tgz; renders, checkpoints and PLYs left out).
 W=/tmp/peers/modes; mkdir -p $W/runs $W/eval $W/bench
 log() { echo "[$(date +%T)] $*" | tee -a /tmp/peers/steps.log; }
-MODES=${MODES:-"base aa abs both"}
+MODES=${MODES:-"base aa abs both mip"}   # mip: the 2D filter with the 3D one, the whole of Mip-Splatting
 RASTERS=${RASTERS:-"tc_gs vanilla"}
 declare -A MODE=([base]="" [aa]="rasterizer.antialiased=true" [abs]="strategy.options.absgrad=true"
-                 [both]="rasterizer.antialiased=true strategy.options.absgrad=true")
-declare -A SPEC=([base]="" [aa]=":antialiased=true" [abs]="" [both]=":antialiased=true")
+                 [both]="rasterizer.antialiased=true strategy.options.absgrad=true"
+                 [mip]="rasterizer.antialiased=true model.filter_3d=true")
+declare -A SPEC=([base]="" [aa]=":antialiased=true" [abs]="" [both]=":antialiased=true" [mip]=":antialiased=true")
 log start
 [ -d /tmp/lego ] || python experiments/webp_stage.py unpack .device/lego_webp /tmp/lego > $W/unpack.log 2>&1
 python -c "from gsexp.render.cuda import build; build.load()" > $W/build.log 2>&1; log "build rc=$?"

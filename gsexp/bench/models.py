@@ -8,7 +8,8 @@ from gsexp.gaussians import Gaussians, load_ply, sh_degree_of, to_gaussians
 
 
 def load_checkpoint_gaussians(path: Path) -> Gaussians:
-    """The Gaussians of a trainer checkpoint (.pt) or of a run directory's newest one, detached."""
+    """The Gaussians of a trainer checkpoint (.pt) or of a run directory's newest one, detached (and,
+    from a model.filter_3d run, filtered as it rendered them)."""
     from gsexp.train.checkpoint import latest_checkpoint, load_checkpoint
 
     path = Path(path)
@@ -25,7 +26,12 @@ def load_checkpoint_gaussians(path: Path) -> Gaussians:
         degree = sh_degree_of(1 + params["shN"].shape[1])
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
-    return to_gaussians(params, degree).detach()
+    g = to_gaussians(params, degree).detach()
+    if "filter_3d" in payload:  # model.filter_3d: the model as the run rendered it
+        from gsexp.train.filter3d import filtered
+
+        g = filtered(g, payload["filter_3d"])
+    return g
 
 
 def load_gaussians(path: Path) -> Gaussians:

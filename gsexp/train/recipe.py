@@ -65,6 +65,8 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
         progress.close()
         viewer.close()
         train_seconds, loop_ended = seconds(), time.time()
+        if run.filter3d is not None:  # from the trained means: the checkpoint, evaluation and PLY
+            run.filter3d.refresh(run.params["means"], force=True)
         save_checkpoint(run_dir, done, payload(run, done, train_seconds))
         saved = done  # what follows (compression, evaluation) changes no checkpoint
         finished = finish(run, run_dir, logger, lpips_net)
@@ -114,7 +116,9 @@ def loop_step(run: Run, step: int, timer: PhaseTimer, logger, viewer) -> dict:
 
 
 def gaussians(run: Run):
-    return run.compression.gaussians(run.params, run.cfg.model.sh_degree)
+    """The model to render: the parameters, through compression's view and model.filter_3d."""
+    g = run.compression.gaussians(run.params, run.cfg.model.sh_degree)
+    return g if run.filter3d is None else run.filter3d.apply(g)
 
 
 def train_step(run: Run, step: int, timer: PhaseTimer):
@@ -131,6 +135,8 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
     # A random background (as 3DGS's option) regularises: targets keep the scene's own.
     bg = torch.rand(3).tolist() if cfg.random_background else tuple(run.scene.background)
 
+    if run.filter3d is not None:  # every 100 steps, and after densification changed the count
+        run.filter3d.refresh(params["means"], step)
     rendered, loss = [], 0.0
     for view in views:
         out, camera, view_loss, target = view_loss_of(run, view, step, bg, sh_degree, timer)
@@ -251,7 +257,10 @@ def finish(run: Run, run_dir: Path, logger, lpips_net) -> dict:
                       lpips_net=lpips_net, renders_dir=run_dir / "renders")
     evaluated = time.perf_counter() - evaluated
     ply = run_dir / "point_cloud.ply"
-    save_ply(to_gaussians({k: v.detach().cpu() for k, v in run.params.items()}, cfg.model.sh_degree), ply)
+    model = to_gaussians({k: v.detach() for k, v in run.params.items()}, cfg.model.sh_degree)
+    if run.filter3d is not None:  # the model as rendered, for any viewer
+        model = run.filter3d.apply(model).detach()
+    save_ply(model.to("cpu"), ply)
     if arrays is None:
         size_mb = ply.stat().st_size / 2**20
     return {"psnr": result["psnr"], "cc_psnr": result["cc_psnr"], "ssim": result["ssim"], "lpips": result["lpips"],

@@ -20,6 +20,7 @@ from gsexp.scene import load_scene
 from gsexp.scene.masks import load_masks
 from gsexp.train.appearance import make_appearance
 from gsexp.train.checkpoint import latest_checkpoint, load_checkpoint, rng_state, set_rng_state
+from gsexp.train.filter3d import Filter3D
 from gsexp.train.pairs import PairBudget
 from gsexp.train.params import make_optimizers, scale_for_batch
 from gsexp.train.pose import PoseCorrection
@@ -52,6 +53,7 @@ class Run:
     masks: list | None = None  # data.masks: a [1, H, W] mask per training view, or None
     appearance: object = None  # appearance=affine|bilateral_grid: the per-photo colour transforms, or None
     pose: object = None  # pose_opt: the training cameras' pose corrections, or None
+    filter3d: object = None  # model.filter_3d: Mip-Splatting's 3D filter (gsexp/train/filter3d.py), or None
     elapsed: float = 0.0  # training seconds of earlier attempts, up to their last checkpoint
     attempts: int = 1
     setup_s: dict = field(default_factory=dict)  # where setup's seconds went (summary.json's overhead_s)
@@ -118,6 +120,8 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     run.pairs = PairBudget(cfg.pair_capacity and settings.backend == "cuda")
     run.masks = [m.to(device) for m in scene.train_masks] if scene.train_masks else None
     run.appearance = make_appearance(cfg, len(scene.train_cameras), device)
+    if cfg.model.filter_3d:
+        run.filter3d = Filter3D(scene.train_cameras, device, cfg.model.filter_3d_size)
     if cfg.pose_opt:
         run.pose = PoseCorrection(scene.train_cameras, device, lr=cfg.pose_opt_lr, reg=cfg.pose_opt_reg)
     if cfg.batch_size > len(scene.train_cameras):
@@ -289,4 +293,11 @@ def payload(run: Run, step: int, train_seconds: float) -> dict:
             "params": {k: v.detach().cpu() for k, v in run.params.items()},
             "optimizers": {k: o.state_dict() for k, o in run.optimizers.items()},
             "strategy": run.state, "rng": rng_state(), "config": OmegaConf.to_container(run.cfg, resolve=True),
-            **{name: extra.state_dict() for name, extra in run.per_view().items()}}
+            **{name: extra.state_dict() for name, extra in run.per_view().items()},
+            **({"filter_3d": filter_std(run)} if run.filter3d is not None else {})}
+
+
+def filter_std(run: Run) -> torch.Tensor:
+    """model.filter_3d's filter for the current parameters (readers of the checkpoint apply it)."""
+    run.filter3d.refresh(run.params["means"])  # densification may have changed the count since
+    return run.filter3d.std.detach().cpu()
