@@ -267,9 +267,9 @@ def test_jobs_per_gpu_table_reads_each_sweep(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "multi_gpu_sweep"))
     import jobs_per_gpu_table
 
-    for k, starts in (("1", (0, 10, 20, 30)), ("2", (0, 0, 10, 10))):
+    for folder, k, starts in (("k1", "1", (0, 10, 20, 30)), ("k2", "2", (0, 0, 10, 10)), ("mps_k2", "2", (0, 0, 5, 5))):
         for i, t in enumerate(starts):
-            d = tmp_path / f"k{k}" / f"{i}_seed={i}"
+            d = tmp_path / folder / f"{i}_seed={i}"
             d.mkdir(parents=True)
             d.joinpath("summary.json").write_text(json.dumps(
                 {"status": "ok", "started": 1000.0 + t, "ended": 1010.0 + t, "train_seconds": 9.0 + int(k),
@@ -280,3 +280,4 @@ def test_jobs_per_gpu_table_reads_each_sweep(tmp_path):
     table = jobs_per_gpu_table.main(tmp_path).splitlines()
     assert table[2] == "| 1 | 4/4 | 40.0 | 360.0 | 10.0 | 31.50 | 500.0 | 0.5 | 0.2 |"
     assert table[3] == "| 2 | 4/5 | 20.0 | 720.0 | 11.0 | 31.50 | 1,000.0 | 0.5 | 0.2 |"
+    assert table[4] == "| 2 (MPS) | 4/4 | 15.0 | 960.0 | 11.0 | 31.50 | 1,000.0 | 0.5 | 0.2 |"  # MPS_KS's, last

@@ -6,7 +6,8 @@
 #   this writes jpg/ (every job's summary.json, the sweeps' results) and jpg/table.md.
 # The same 12-cell sweep (lego_fast at 10K steps: rasterizer vanilla / tc_gs x 6 seeds) with
 # hydra.launcher.jobs_per_gpu = k for each k in KS: wall time, cells per hour, each job's training
-# time, PSNR, peak memory and start-up / end overhead. ~15 min on the H200 for k = 1..4.
+# time, PSNR, peak memory and start-up / end overhead. ~15 min on the H200 for k = 1..4; MPS_KS
+# adds the same sweeps under CUDA MPS (below).
 set -u
 W=/tmp/peers; J=$W/jpg; mkdir -p $J
 log() { echo "[$(date +%T)] $*" | tee -a $W/steps.log; }
@@ -19,6 +20,27 @@ for k in ${KS:-1 2 3 4}; do
     hydra.sweep.dir=$J/k$k > $J/k$k.log 2>&1
   log "jobs_per_gpu=$k rc=$? ($(( $(date +%s) - s )) s wall)"
 done
+# CUDA MPS (opt-in: MPS_KS="2 4"): the same sweeps with the jobs' kernels sharing the GPU through
+# one MPS server instead of time-slicing between contexts. A user-space daemon, stopped after; the
+# GPU's own settings are left as they are. Skipped, and said so, where nvidia-cuda-mps-control is absent.
+if [ -n "${MPS_KS:-}" ]; then
+  if command -v nvidia-cuda-mps-control > /dev/null; then
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+    mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+    nvidia-cuda-mps-control -d; log "mps start rc=$?"
+    for k in $MPS_KS; do
+      [ -f $J/mps_k$k/results.csv ] && continue
+      s=$(date +%s)
+      python train.py -m experiment=lego_fast hydra/launcher=gpus hydra.launcher.jobs_per_gpu=$k data.path=/tmp/lego \
+        logger=none iterations=${ITERS:-10000} rasterizer=vanilla,tc_gs rasterizer.intersect=accutile seed=0,1,2,3,4,5 \
+        hydra.sweep.dir=$J/mps_k$k > $J/mps_k$k.log 2>&1
+      log "mps jobs_per_gpu=$k rc=$? ($(( $(date +%s) - s )) s wall)"
+    done
+    echo quit | nvidia-cuda-mps-control; log "mps stop rc=$?"
+  else
+    log "mps: nvidia-cuda-mps-control not found, skipped"
+  fi
+fi
 find $J -name "*.pt" -delete; find $J -name "point_cloud.ply" -delete
 python experiments/multi_gpu_sweep/jobs_per_gpu_table.py $J | tee $J/table.md
 log "jobs per gpu done"

@@ -1,6 +1,6 @@
 """The jobs_per_gpu table (issue 39) from jobs_per_gpu.sh's sweeps: one row per k.
 
-    python experiments/multi_gpu_sweep/jobs_per_gpu_table.py <folder with k1/, k2/, ...>"""
+    python experiments/multi_gpu_sweep/jobs_per_gpu_table.py <folder with k1/, k2/, ..., mps_k2/, ...>"""
 from __future__ import annotations
 
 import json
@@ -19,7 +19,8 @@ def row(sweep: Path) -> dict | None:
     def med(key):
         return statistics.median(key(j) for j in ok)
 
-    return {"k": sweep.name.removeprefix("k"), "jobs": f"{len(ok)}/{len(jobs)}", "wall_s": wall,
+    k = sweep.name.removeprefix("mps_").removeprefix("k") + (" (MPS)" if sweep.name.startswith("mps_") else "")
+    return {"k": k, "jobs": f"{len(ok)}/{len(jobs)}", "wall_s": wall,
             "cells_per_hour": 3600 * len(ok) / wall if wall else None,
             "train_s": med(lambda j: j["train_seconds"]), "psnr": statistics.mean(j["psnr"] for j in ok),
             "peak_mib": max(j.get("peak_memory_mb") or 0 for j in ok),
@@ -32,7 +33,8 @@ def fmt(v, digits=1) -> str:
 
 
 def main(folder: Path) -> str:
-    rows = [r for r in (row(d) for d in sorted(folder.glob("k*")) if d.is_dir()) if r]
+    sweeps = sorted(folder.glob("k*")) + sorted(folder.glob("mps_k*"))  # MPS_KS's sweeps after the plain ones
+    rows = [r for r in (row(d) for d in sweeps if d.is_dir()) if r]
     head = ["k", "jobs ok", "wall s", "cells / hour", "train s (median)", "PSNR (mean)", "peak MiB (max)",
             "start-up s (median)", "end s (median)"]
     keys = ["k", "jobs", "wall_s", "cells_per_hour", "train_s", "psnr", "peak_mib", "to_first_step_s", "after_last_step_s"]
