@@ -11,15 +11,17 @@
 set -u
 W=/tmp/peers; J=$W/jpg; mkdir -p $J
 log() { echo "[$(date +%T)] $*" | tee -a $W/steps.log; }
-SKIP_MAIN=1 bash experiments/peers/session.sh install   # lego unpacked, gsexp built
-for k in ${KS:-1 2 3 4}; do
-  [ -f $J/k$k/results.csv ] && continue
-  s=$(date +%s)
-  python train.py -m experiment=lego_fast hydra/launcher=gpus hydra.launcher.jobs_per_gpu=$k data.path=/tmp/lego \
+# sweep <folder name> <k>: the 12 cells with k jobs a GPU, into $J/<folder name> (kept if done)
+sweep() {
+  [ -f $J/$1/results.csv ] && return
+  local s=$(date +%s)
+  python train.py -m experiment=lego_fast hydra/launcher=gpus hydra.launcher.jobs_per_gpu=$2 data.path=/tmp/lego \
     logger=none iterations=${ITERS:-10000} rasterizer=vanilla,tc_gs rasterizer.intersect=accutile seed=0,1,2,3,4,5 \
-    hydra.sweep.dir=$J/k$k > $J/k$k.log 2>&1
-  log "jobs_per_gpu=$k rc=$? ($(( $(date +%s) - s )) s wall)"
-done
+    hydra.sweep.dir=$J/$1 > $J/$1.log 2>&1
+  log "$1: jobs_per_gpu=$2 rc=$? ($(( $(date +%s) - s )) s wall)"
+}
+SKIP_MAIN=1 bash experiments/peers/session.sh install   # lego unpacked, gsexp built
+for k in ${KS:-1 2 3 4}; do sweep k$k $k; done
 # CUDA MPS (opt-in: MPS_KS="2 4"): the same sweeps with the jobs' kernels sharing the GPU through
 # one MPS server instead of time-slicing between contexts. A user-space daemon, stopped after; the
 # GPU's own settings are left as they are. Skipped, and said so, where nvidia-cuda-mps-control is absent.
@@ -28,14 +30,7 @@ if [ -n "${MPS_KS:-}" ]; then
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
     mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
     nvidia-cuda-mps-control -d; log "mps start rc=$?"
-    for k in $MPS_KS; do
-      [ -f $J/mps_k$k/results.csv ] && continue
-      s=$(date +%s)
-      python train.py -m experiment=lego_fast hydra/launcher=gpus hydra.launcher.jobs_per_gpu=$k data.path=/tmp/lego \
-        logger=none iterations=${ITERS:-10000} rasterizer=vanilla,tc_gs rasterizer.intersect=accutile seed=0,1,2,3,4,5 \
-        hydra.sweep.dir=$J/mps_k$k > $J/mps_k$k.log 2>&1
-      log "mps jobs_per_gpu=$k rc=$? ($(( $(date +%s) - s )) s wall)"
-    done
+    for k in $MPS_KS; do sweep mps_k$k $k; done
     echo quit | nvidia-cuda-mps-control; log "mps stop rc=$?"
   else
     log "mps: nvidia-cuda-mps-control not found, skipped"
