@@ -46,7 +46,7 @@ for item in $PEER_RUNS; do
   run=${data}_tcgs_accutile; [ $seed = 0 ] || run=${run}_s$seed
   python experiments/peers/render_views.py $R/runs/$run --cameras $P/${data}_test_cameras.json \
     --out $P/renders/gsexp_$name --background 0,0,0 > $P/runs/gsexp_${name}_render.log 2>&1
-  s=$(date +%s); PYTHONPATH=/tmp/peer_main:$PYTHONPATH PEERS=$data SEEDS=$seed $RUN peer > $P/runs/main_$name.log 2>&1
+  s=$(date +%s); PYTHONPATH=/tmp/peer_main:${PYTHONPATH:-} PEERS=$data SEEDS=$seed $RUN peer > $P/runs/main_$name.log 2>&1
   log "gsplat main $name rc=$? ($(( $(date +%s) - s )) s wall)"   # its record: $R/peer/gsplat_$name.json
   for who in gsexp main; do
     renders=$P/renders/gsexp_$name; [ $who = main ] && renders=$R/peer/renders_$name
