@@ -25,16 +25,16 @@ OURS=vanilla:intersect=accutile,tc_gs:intersect=accutile
 for v in ${VERSIONS:-main v153}; do   # VERSIONS=main: 1.5.3's render rows were measured before
   site=/tmp/peer_main; peers=gsplat,gsplat_higs
   [ $v = v153 ] && { site=/tmp/peer_153; peers=gsplat; }
-  if [ $v = main ] && ! PYTHONPATH=$site:$PYTHONPATH python -m gsexp.bench --ply .device/biker.compressed.ply \
+  if [ $v = main ] && ! PYTHONPATH=$site:${PYTHONPATH:-} python -m gsexp.bench --ply .device/biker.compressed.ply \
        --width 320 --height 240 --num-cameras 1 --warmup 1 --frames 1 --rasterizers gsplat_higs > $W/higs_check.log 2>&1; then
     peers=gsplat; log "main: HiGS failed its first render, left out ($(tail -n 1 $W/higs_check.log))"
   fi
   out=$W/render_$v; mkdir -p $out
-  PYTHONPATH=$site:$PYTHONPATH RASTERIZERS=$OURS,$peers RENDER_DIR=$out SIZES="base ${SIZES:-1M 3M 6M}" \
+  PYTHONPATH=$site:${PYTHONPATH:-} RASTERIZERS=$OURS,$peers RENDER_DIR=$out SIZES="base ${SIZES:-1M 3M 6M}" \
     W=$W_SCALE bash experiments/scale/run.sh render > $out/scale.log 2>&1
   log "$v: lego models rc=$?"
   for r in 1920x1080 3840x2160; do
-    [ -f $out/biker_$r.json ] || PYTHONPATH=$site:$PYTHONPATH python -m gsexp.bench \
+    [ -f $out/biker_$r.json ] || PYTHONPATH=$site:${PYTHONPATH:-} python -m gsexp.bench \
       --ply .device/biker.compressed.ply --width ${r%x*} --height ${r#*x} --num-cameras 4 --warmup 5 \
       --frames 10 --rounds 3 --rasterizers $OURS,$peers --json $out/biker_$r.json >> $out/biker.log 2>&1
     log "$v: biker $r rc=$?"

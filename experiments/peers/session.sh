@@ -79,7 +79,7 @@ bash experiments/peers/session.sh install-main &
 SKIP_MAIN=1 SKIP_GSEXP=1 bash experiments/peers/session.sh install
 # gsplat 1.5.3 compiles its CUDA on first use, as `pip install gsplat` users see it: done here,
 # untimed, beside the checks owed from the CPU side (issue 36: 6bd1c01's tolerances, the fused loss)
-(PYTHONPATH=/tmp/peer_153:$PYTHONPATH python -c "import torch, gsplat; from gsplat.cuda._backend import _C; print(gsplat.__version__, _C)" \
+(PYTHONPATH=/tmp/peer_153:${PYTHONPATH:-} python -c "import torch, gsplat; from gsplat.cuda._backend import _C; print(gsplat.__version__, _C)" \
    > $W/jit_153.log 2>&1; log "gsplat 1.5.3 first-use build rc=$?") &
 SKIP_MAIN=1 bash experiments/peers/session.sh install
 if [ -z "${SKIP_TESTS:-}" ]; then   # ~3.5 min on the H100; SKIP_TESTS=1 once a session has logged them,
@@ -96,7 +96,7 @@ for r in ${ROUND_LIST:-$(seq "$ROUNDS")}; do for t in $TRAINERS; do   # ROUND_LI
                --out $W/renders/${t}_r$r >> $out.log 2>&1 && cp $out/summary.json $out.json ;;
     main|v153)
       site=/tmp/peer_main commit=$GSPLAT_COMMIT; [ $t = v153 ] && site=/tmp/peer_153 commit="PyPI wheel"
-      GSPLAT_COMMIT=$commit PYTHONPATH=$site:$PYTHONPATH python experiments/peers/train_gsplat.py --experiment lego_fast --path /tmp/lego \
+      GSPLAT_COMMIT=$commit PYTHONPATH=$site:${PYTHONPATH:-} python experiments/peers/train_gsplat.py --experiment lego_fast --path /tmp/lego \
         --iters $ITERS --cameras .device/lego_test_cameras.json --renders $W/renders/${t}_r$r --out $out.json \
         > $out.log 2>&1 ;;
   esac

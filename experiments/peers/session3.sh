@@ -16,7 +16,7 @@ TRAINERS=gsexp bash experiments/peers/session.sh run
 source .device/peer_whl/commits.env; export GSPLAT_COMMIT
 mkdir -p $S/runs/base $S/models
 cp "$(ls -t $W/runs/gsexp_r*/point_cloud.ply | head -n 1)" $S/runs/base/ && cp $S/runs/base/point_cloud.ply $S/models/lego_base.ply
-main() { env PYTHONPATH=/tmp/peer_main:$PYTHONPATH LEGO=/tmp/lego W=$S "$@"; }  # env: "$@" may begin with VAR=value
+main() { env PYTHONPATH=/tmp/peer_main:${PYTHONPATH:-} LEGO=/tmp/lego W=$S "$@"; }  # env: "$@" may begin with VAR=value
 s=$(date +%s); main SIZES="" TRAIN_SIZES="3M 6M" bash experiments/scale/run.sh models > $W/models.log 2>&1
 log "models rc=$? ($(( $(date +%s) - s )) s)"
 s=$(date +%s); main PROFILE_SIZES="base 3M" bash experiments/scale/run.sh profile > $W/profile_train.log 2>&1

@@ -16,7 +16,7 @@ run)
   tar xzf .device/modes_before.tgz -C /tmp/modes_before
   ply=.device/biker.compressed.ply
   for round in 1 2; do  # alternating, so the timing pairs share the machine's state
-    PYTHONPATH=/tmp/modes_before:$PYTHONPATH GSEXP_BUILD_DIR=/tmp/build_before python $PY render /tmp/before_$round.pt --ply $ply --time
+    PYTHONPATH=/tmp/modes_before:${PYTHONPATH:-} GSEXP_BUILD_DIR=/tmp/build_before python $PY render /tmp/before_$round.pt --ply $ply --time
     python $PY render /tmp/after_$round.pt --ply $ply --time
   done
   { python $PY compare /tmp/before_1.pt /tmp/after_1.pt; echo; python $PY compare /tmp/before_2.pt /tmp/after_2.pt | tail -3
