@@ -28,3 +28,17 @@ def test_features_and_seeds_group_and_the_spread_is_per_view(tmp_path):
     assert base[1:4] == ["base", "2", "24.25"] and base[7] == "200"
     assert base[9] == "3.50, 5.00 |"   # view 0: 20 vs 22, view 1: 30 vs 25
     assert both[1:5] == ["both", "2", "23.62", "24.00"] and both[9] == "0.25, 0.50 |"
+
+
+def test_feature_ops_counts_each_feature():
+    """experiments/real_captures/feature_ops.py: a torch-op count per per-view feature, forward and
+    backward, on the CPU."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(repo / "experiments/real_captures/feature_ops.py")], capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    counts = dict(part.strip().rsplit(" ", 2)[:2] for part in out.strip().splitlines()[-1].split("|"))
+    assert set(counts) == {"pose_opt", "affine", "bilateral_grid"} and all(int(v) > 0 for v in counts.values())

@@ -1,0 +1,56 @@
+"""How many torch ops a per-view feature adds to a training step, forward and backward (issue 41):
+
+    python experiments/real_captures/feature_ops.py [<checkout>]
+
+On a GPU each op is at least one launch from the host, and a step whose launches outrun its
+kernels is bound by the host; the count, unlike a CPU timing, does not depend on the machine's
+load. Counted with torch.profiler on the CPU: pose_opt's motion of 1,000 Gaussians, and the affine
+and bilateral-grid transforms of a 64x64 render, each with its backward (caches warmed first).
+<checkout>: another tree of the repository (`git worktree add /tmp/before <commit>`) to compare."""
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+
+def count(fn) -> int:
+    from torch.profiler import ProfilerActivity, profile
+
+    fn(), fn()  # first calls build caches
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    return sum(1 for e in prof.events() if e.name.startswith("aten::"))
+
+
+def main(repo: Path) -> str:
+    sys.path.insert(0, str(repo))
+    import torch
+
+    from gsexp.gaussians import Gaussians
+    from gsexp.scene import load_scene
+    from gsexp.train.appearance import AffineAppearance, BilateralGridAppearance
+    from gsexp.train.pose import PoseCorrection
+
+    cams = load_scene("synthetic", num_gaussians=50, num_views=4, width=32, height=32, num_points=0).train_cameras
+    g = torch.Generator().manual_seed(0)
+    means, quats = torch.randn(1000, 3, generator=g).requires_grad_(), torch.randn(1000, 4, generator=g).requires_grad_()
+    model = Gaussians(means, torch.randn(1000, 3, generator=g), quats, torch.randn(1000, generator=g),
+                      torch.rand(1000, 1, 3, generator=g), 0)
+    takes_cameras = "cameras" in inspect.signature(PoseCorrection.__init__).parameters  # since 90ba92c
+    pose = PoseCorrection(cams if takes_cameras else len(cams), "cpu")
+    image = torch.rand(3, 64, 64, requires_grad=True)
+
+    def moved():
+        m = pose.apply(model, 1) if takes_cameras else pose.apply(model, 1, cams[1])
+        (m.means.sum() + m.quats.sum()).backward()
+
+    ops = {"pose_opt": count(moved)}
+    for name, feature in (("affine", AffineAppearance), ("bilateral_grid", BilateralGridAppearance)):
+        a = feature(len(cams), "cpu")
+        ops[name] = count(lambda: a.apply(image, 1).sum().backward())
+    return " | ".join(f"{k} {v} ops" for k, v in ops.items())
+
+
+if __name__ == "__main__":
+    print(main(Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parents[2]).resolve()))
