@@ -7,6 +7,7 @@ import json
 import math
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -302,3 +303,28 @@ def test_cameras_file_renders_those_views_without_images(tmp_path, monkeypatch):
     assert names == sorted(f"{c.name}.png" for c in scene.train_cameras[:3])
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["renders"] == {"dir": str(tmp_path / "renders"), "count": 3, "quick_psnr": None}
+
+
+def test_real_table_pairs_scores_with_each_trainers_record(tmp_path):
+    """experiments/peers/real_table.py: per scene and trainer one row per seed (scores from
+    score.py, time and count from gsexp's summary or the harness JSON), the means, the ratio."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "peers"))
+    import real_table
+
+    def write(path, value):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(value))
+
+    for seed, (ours, theirs) in enumerate(((22.0, 23.0), (23.0, 22.0))):
+        tail = "" if seed == 0 else f"_s{seed}"
+        write(tmp_path / "rc/runs" / f"beer_prepared_tcgs_accutile{tail}" / "summary.json",
+              {"train_seconds": 50.0 + 10 * seed, "num_gaussians": 1000})
+        write(tmp_path / "rc/peer" / f"gsplat_beer_prepared{tail}.json", {"train_seconds": 110.0, "num_gaussians": 900})
+        for who, psnr in (("gsexp", ours), ("main", theirs)):
+            write(tmp_path / "scores" / f"{who}_beer_prepared{tail}.json",
+                  {"views": 9, "mean": {"psnr": psnr, "ssim": 0.9, "lpips_alex": 0.3}})
+    write(tmp_path / "scores" / "main_fern_prepared.json", {"views": 3, "mean": {"psnr": 27.0, "ssim": 0.88}})  # no record
+    table = real_table.markdown(real_table.rows(tmp_path))
+    assert "| beer_prepared (9) | gsexp | 1 | 60.0 | 1,000 | 23.00 | 0.9000 | 0.3000 |" in table
+    assert "| fern_prepared (3) | main | 0 | – | – | 27.00 | 0.8800 | – |" in table
+    assert "beer_prepared: gsexp 2.00x gsplat main, +0.00 dB" in table  # 110 / 55, 22.5 - 22.5

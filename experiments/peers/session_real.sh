@@ -55,7 +55,7 @@ for item in $PEER_RUNS; do
   done
   log "scored $name"
 done
-log "peers done"
+python experiments/peers/real_table.py $P > $P/real_table.md 2>&1; log "peers done"
 # issue 41: each feature alone and together, on each study scene in turn
 for data in $STUDY_DATAS; do
   FEATS="$STUDY_FEATS" SEEDS="$STUDY_SEEDS" DATAS="$data" RASTERS=tcgs_accutile $RUN train > $P/study_$data.log 2>&1
