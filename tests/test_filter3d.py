@@ -37,7 +37,7 @@ def rates_reference(cams, means):
     return best
 
 
-def test_rates_match_a_loop_over_the_cameras():
+def test_rates_match_a_loop_over_the_cameras(monkeypatch):
     cams = cameras()
     torch.manual_seed(3)
     means = torch.randn(400, 3) * 2.0  # some behind or beside every camera
@@ -45,13 +45,8 @@ def test_rates_match_a_loop_over_the_cameras():
     want = rates_reference(cams, means)
     got = Filter3D(cams, "cpu").rates(means)
     assert (want > 0).all() and torch.allclose(got.double(), want, rtol=1e-5)
-    import gsexp.train.filter3d as f3d
-    small = f3d.PAIRS
-    try:
-        f3d.PAIRS = 500  # one camera a chunk
-        assert torch.allclose(Filter3D(cams, "cpu").rates(means).double(), want, rtol=1e-5)
-    finally:
-        f3d.PAIRS = small
+    monkeypatch.setattr("gsexp.train.filter3d.PAIRS", 500)  # one camera a chunk
+    assert torch.allclose(Filter3D(cams, "cpu").rates(means).double(), want, rtol=1e-5)
 
 
 def model(n=64, seed=0):

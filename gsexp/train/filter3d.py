@@ -13,9 +13,10 @@ nearest depth by the largest focal length over all cameras; here each camera's o
 is used, the same for cameras of one focal length. They are recomputed every `every` steps and
 whenever densification changed the count (Mip-Splatting: after each densification, then every
 100 steps), with no gradient, and once more for the trained model. The filter is applied to the
-parameters on every render, so the parameters stay the unfiltered ones (densification, opacity resets). A checkpoint keeps the
-filter beside them (`filter_3d`), so whatever reads a run's model (gsexp.eval, export, bench, the
-viewer) gets it filtered, and the exported PLY holds the filtered model."""
+parameters on every render, so the parameters stay the unfiltered ones (densification, opacity
+resets). A checkpoint keeps the filter beside them (`filter_3d`), so whatever reads a run's model
+(gsexp.eval, export, bench, the viewer) gets it filtered, and the exported PLY holds the filtered
+model."""
 from __future__ import annotations
 
 import copy

@@ -83,7 +83,8 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
         torch.cuda.synchronize(run.device)
     timer.read()
     trained = {"device": run.device.type if run.device.type == "cpu" else torch.cuda.get_device_name(run.device),
-               "train_seconds": train_seconds, "paused_s": paused, "phase_ms": timer.medians(), "peak_memory_mb": peak_memory_mb(run.device),
+               "train_seconds": train_seconds, "paused_s": paused, "phase_ms": timer.medians(),
+               "peak_memory_mb": peak_memory_mb(run.device),
                "pair_overflows": run.pairs.settled_overflows(),
                **{k: v for extra in run.per_view().values() for k, v in extra.summary().items()}}
     return {**finished, **trained, "attempts": run.attempts, "error": None,
