@@ -67,7 +67,11 @@ def markdown(table: list[dict]) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or not (Path(sys.argv[1]) / "scores").is_dir():
+    if len(sys.argv) != 2:
         print(__doc__.strip(), file=sys.stderr)
+        raise SystemExit(2)
+    if not (Path(sys.argv[1]) / "scores").is_dir():
+        print(f"real_table.py: {sys.argv[1]} has no scores/ folder; give the unpacked peers/real folder that "
+              "session_real.sh writes", file=sys.stderr)
         raise SystemExit(2)
     print(markdown(rows(Path(sys.argv[1]))))

@@ -24,6 +24,10 @@ def count(fn) -> int:
 
 
 def main(repo: Path) -> str:
+    if not (repo / "gsexp" / "train" / "pose.py").is_file():
+        print(f"feature_ops.py: {repo} is not a gsexp checkout (no gsexp/train/pose.py); give a tree of "
+              "this repository, e.g. from git worktree add", file=sys.stderr)
+        raise SystemExit(2)
     sys.path.insert(0, str(repo))
     import torch
 
