@@ -9,6 +9,7 @@ import torch
 from conftest import require_cuda_toolchain
 from gsexp.render import constants, make_settings, render
 from gsexp.render.cuda import CudaUnavailable, build, options_of
+from gsexp.render.settings import CUDA_BACKWARDS
 
 
 def compiled_extension():
@@ -25,6 +26,8 @@ def test_extension_compiles_and_mirrors_the_constants():
     assert set(ext.blend_ids) == set(constants.BLENDS)
     assert set(ext.precision_ids) == set(constants.PRECISIONS)
     assert set(ext.intersect_ids) == set(constants.INTERSECTS)
+    assert set(ext.backward_ids) == set(CUDA_BACKWARDS)
+    assert options_of(make_settings("vanilla", backward="exact_cull")).backward == ext.backward_ids["exact_cull"]
     o = ext.RasterOptions()
     assert (o.blend, o.intersect, o.heavy_first, o.timing) == (ext.blend_ids["vanilla"], ext.intersect_ids["aabb"],
                                                                True, False)
