@@ -36,7 +36,7 @@ for f in sorted(pathlib.Path(sys.argv[1], "runs").glob("*/summary.json")):
     print(f"| {f.parent.name} | {d.get('train_seconds', 0):.1f} | {d.get('psnr', 0):.2f} | {d.get('num_gaussians', 0):,} "
           f"| {ph.get('backward', 0):.3f} | {sum(ph.values()):.3f} |")
 EOF
-LEGO=$(ls -d $W/runs/exact_cull_r* 2>/dev/null | tail -1)
+LEGO=$(ls -d $W/runs/exact_cull_r*/ 2>/dev/null | tail -1)
 python experiments/tensor_core_backward/bench.py --lego "$LEGO" --biker .device/biker.compressed.ply \
   --sizes 800x800,1920x1080 --modes exact,exact_cull,exact@walk,exact_cull@walk --rounds 5 \
   --out $W/bench_cull.json > $W/bench_cull.log 2>&1
