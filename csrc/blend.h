@@ -61,6 +61,7 @@ struct BlendArgs {
   // depth (last, so that the fields above keep their offsets in the kernels without it)
   const float* depths = nullptr;  // [N] view-space z, the fourth channel
   float* depth = nullptr;         // [H,W] sum_i w_i z_i, w_i = alpha_i T_i
+  const uint8_t* hit_mask = nullptr;  // [H,W] or null: hit_counts counts only where nonzero (vanilla)
 };
 
 void launch_blend_vanilla(const BlendArgs& args, cudaStream_t stream);

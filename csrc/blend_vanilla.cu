@@ -6,9 +6,9 @@
 
 namespace {
 
-// COUNT: also add, per Gaussian, the number of pixels it contributes to (args.hit_counts),
-// through per-batch shared counters flushed once per batch. DEPTH: also composite z as a
-// fourth channel into args.depth.
+// COUNT: also add, per Gaussian, the number of pixels it contributes to (args.hit_counts; with
+// args.hit_mask only the pixels it marks), through per-batch shared counters flushed once per
+// batch. DEPTH: also composite z as a fourth channel into args.depth.
 template <bool COUNT, bool DEPTH>
 __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs args) {
   constexpr int NC = BLEND_CHANNELS<DEPTH>;
@@ -25,6 +25,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs a
   const int2 range = tp.range;
 
   bool done = !inside;
+  const bool counted = COUNT && inside && (!args.hit_mask || args.hit_mask[py * args.width + px]);
   float T = 1.f, C[NC] = {};
   int last = 0;  // 1-based list position of the last contributor
   const float2* means2d = reinterpret_cast<const float2*>(args.means2d);
@@ -61,7 +62,9 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_vanilla_kernel(BlendArgs a
       for (int ch = 0; ch < NC; ++ch) C[ch] += s_rgb[j][ch] * alpha * T;
       T = next_T;
       last = base + j - range.x + 1;
-      if constexpr (COUNT) atomicAdd(&s_hits[j], 1);
+      if constexpr (COUNT) {
+        if (counted) atomicAdd(&s_hits[j], 1);
+      }
     }
     if constexpr (COUNT) {
       __syncthreads();

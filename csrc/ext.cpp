@@ -164,13 +164,14 @@ GaussianParams params(const torch::Tensor& means, const torch::Tensor& log_scale
 // sh_rest: optional, see params(). means2d: an [N,2] buffer the projected means are written into
 // (the caller's gradient holder). capacity: 0 reads the pair count back (a host sync); > 0 sizes
 // the pair buffers instead (no sync).
-// hit_counts: an optional [N] int32 the vanilla blend adds each Gaussian's contributed pixels to.
+// hit_counts: an optional [N] int32 the vanilla blend adds each Gaussian's contributed pixels to;
+// hit_mask: an optional [H,W] uint8, then only the pixels where it is nonzero count.
 // With options.depth the last output is sum_i w_i z_i [H,W] (undefined without it).
 std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
     torch::Tensor means, torch::Tensor log_scales, torch::Tensor quats, torch::Tensor opacity_logits,
     torch::Tensor sh, std::optional<torch::Tensor> sh_rest, torch::Tensor means2d, int64_t degree,
     std::vector<double> camera, torch::Tensor background, const RasterOptions& options, int64_t capacity,
-    std::optional<torch::Tensor> hit_counts) {
+    std::optional<torch::Tensor> hit_counts, std::optional<torch::Tensor> hit_mask) {
   const int64_t n = means.size(0);
   const GaussianParams g = params(means, log_scales, quats, opacity_logits, sh, sh_rest);
   check_input(means2d, "means2d", {n, 2});
@@ -189,6 +190,8 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
     hits = hit_counts->data_ptr<int>();
   }
   const Camera cam = make_camera(camera);
+  TORCH_CHECK(!hit_mask || hit_counts, "gsexp cuda rasterizer: a hit mask needs hit counts");
+  if (hit_mask) check_input(*hit_mask, "hit_mask", {cam.height, cam.width}, torch::kUInt8);
   const c10::cuda::OptionalCUDAGuard guard(device_of(means));
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   auto f32 = means.options();
@@ -266,6 +269,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
     args.depths = depths.data_ptr<float>();
     args.depth = depth.data_ptr<float>();
   }
+  if (hit_mask) args.hit_mask = hit_mask->data_ptr<uint8_t>();
   if (options.blend == BLEND_VANILLA) launch_blend_vanilla(args, stream);
   else launch_blend_matrix(args, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -13,7 +13,7 @@ from gsexp.errors import ConfigError, InvalidCombination
 from gsexp.render import settings as raster_settings
 
 DATA_KINDS = ("blender", "transforms", "llff", "colmap", "synthetic")
-STRATEGIES = ("default", "budget", "mcmc", "none")
+STRATEGIES = ("default", "budget", "fastgs", "mcmc", "none")
 COMPRESSIONS = ("none", "prune", "vq", "prune_vq", "mask")
 APPEARANCES = ("none", "affine", "bilateral_grid")  # gsexp/train/appearance.py
 LOGGERS = ("wandb", "none")

@@ -340,7 +340,7 @@ def test_make_strategy():
     assert isinstance(make_strategy("default", scene_extent=2.0), DefaultStrategy)
     assert make_strategy("mcmc", cap_max=10, scene_extent=2.0).cap_max == 10
     assert isinstance(make_strategy("none", scene_extent=2.0), Strategy)
-    with pytest.raises(ValueError, match="default, budget, mcmc, none"):
+    with pytest.raises(ValueError, match="default, budget, fastgs, mcmc, none"):
         make_strategy("bogus")
     with pytest.raises(ValueError, match="no field"):
         make_strategy("mcmc", grad_threshold=1.0)

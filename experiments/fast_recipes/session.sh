@@ -14,14 +14,15 @@
 #             the issue's 30 s (turbo15k in RECIPES by default)
 #   batch2, batch4  lego_fast with batch_size=k and 30000/k steps (as many views; issue 41): whether k
 #             views a step train faster per view, and what it costs in quality (not in RECIPES by default)
+#   fastgs    + strategy=fastgs (FastGS's multi-view scores gate densification and steer pruning)
 # Each run's summary goes to /tmp/peers/runs/<recipe>_r<seed>.json and its 200 test views to
 # /tmp/peers/renders/<recipe>_r<seed>/, so experiments/peers/table.py prints the table.
-# ~100 s a run on the H200 with its renders: 12 runs ~20 min, then ~4 min of truth calls.
+# ~100 s a run on the H200 with its renders: 14 runs ~23 min, then ~4 min of truth calls.
 set -u
 W=/tmp/peers; mkdir -p $W/runs $W/renders
 log() { echo "[$(date +%T)] $*" | tee -a $W/steps.log; }
 SEEDS=${SEEDS:-"1 2"}
-RECIPES=${RECIPES:-"fast res budget turbo turbo_free turbo15k"}
+RECIPES=${RECIPES:-"fast res budget fastgs turbo turbo_free turbo15k"}
 SKIP_MAIN=1 bash experiments/peers/session.sh install   # lego unpacked, gsexp built
 for seed in $SEEDS; do for r in $RECIPES; do
   out=$W/runs/${r}_r$seed; [ -f $out.json ] && continue
@@ -29,6 +30,7 @@ for seed in $SEEDS; do for r in $RECIPES; do
     fast) args="experiment=lego_fast" ;;
     res) args="experiment=lego_fast schedule.resolution=auto" ;;
     budget) args="experiment=lego_fast strategy=budget strategy.options.budget_multiple=2.0" ;;
+    fastgs) args="experiment=lego_fast strategy=fastgs" ;;
     turbo) args="experiment=lego_turbo" ;;
     turbo_free) args="experiment=lego_turbo strategy.options.follow_resolution=false" ;;  # no primitive schedule
     turbo15k) args="experiment=lego_turbo iterations=15000" ;;

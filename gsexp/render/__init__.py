@@ -62,9 +62,14 @@ def render(gaussians, camera, settings: RasterSettings | None = None, *, backgro
     return backend_of(settings).rasterize(gaussians, camera, settings, bg, sh_degree, capacity)
 
 
-def hit_counts(gaussians, camera, settings: RasterSettings | None = None) -> torch.Tensor:
+def hit_counts(gaussians, camera, settings: RasterSettings | None = None,
+               pixel_mask: torch.Tensor | None = None) -> torch.Tensor:
     """[N] int64: how many pixels of `camera` each Gaussian contributes to (alpha >= 1/255
     before the pixel's transmittance ran out, vanilla's rule), on the settings' backend and
-    tile sets (default: the reference)."""
+    tile sets (default: the reference). pixel_mask: an [H, W] bool tensor; then only the
+    pixels it marks count (FastGS's high-error pixels, gsexp/train/strategy/fastgs.py)."""
     settings = settings or make_settings("torch")
-    return backend_of(settings).hit_counts(gaussians, camera, settings)
+    if pixel_mask is not None and tuple(pixel_mask.shape) != (camera.height, camera.width):
+        raise ValueError(f"hit_counts: pixel_mask has shape {tuple(pixel_mask.shape)}, the camera's image is "
+                         f"{camera.height}x{camera.width} (height x width)")
+    return backend_of(settings).hit_counts(gaussians, camera, settings, pixel_mask)

@@ -26,7 +26,7 @@ from gsexp.train.optim import fused_adam_step, zero_grads
 from gsexp.train.params import means_lr
 from gsexp.train.phases import PhaseTimer
 from gsexp.train.progress import Progress
-from gsexp.train.setup import Inputs, Run, payload, setup
+from gsexp.train.setup import Inputs, Run, gaussians, payload, setup
 from gsexp.view.live import live_viewer
 
 
@@ -114,12 +114,6 @@ def loop_step(run: Run, step: int, timer: PhaseTimer, logger, viewer) -> dict:
     shown = log_step(run, logger, step, out, loss, target, time.perf_counter() - step_start, timer.read()) if log else {}
     viewer.step(step + 1)  # without a browser connected: one flag read
     return shown
-
-
-def gaussians(run: Run):
-    """The model to render: the parameters, through compression's view and model.filter_3d."""
-    g = run.compression.gaussians(run.params, run.cfg.model.sh_degree)
-    return g if run.filter3d is None else run.filter3d.apply(g)
 
 
 def train_step(run: Run, step: int, timer: PhaseTimer):

@@ -63,6 +63,12 @@ class Run:
         return {k: v for k, v in (("appearance", self.appearance), ("pose", self.pose)) if v is not None}
 
 
+def gaussians(run: Run):
+    """The model to render: the parameters, through compression's view and model.filter_3d."""
+    g = run.compression.gaussians(run.params, run.cfg.model.sh_degree)
+    return g if run.filter3d is None else run.filter3d.apply(g)
+
+
 @dataclass
 class Inputs:
     """What a run reads from the user's files: loaded, and so checked, before the run folder
@@ -111,7 +117,7 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
                              white_background=all(c >= 1.0 for c in scene.background),
                              training_pixels=sum(c.width * c.height for c in scene.train_cameras),
                              **OmegaConf.to_container(cfg.strategy.options, resolve=True)).scaled(cfg.iterations)
-    if getattr(strategy, "absgrad", False):  # AbsGS's statistic comes from the rasterizer's backward
+    if getattr(strategy, "wants_absgrad", False):  # AbsGS's statistic comes from the rasterizer's backward
         settings = settings.replace(absgrad=True)
     images = [im.to(device) for im in scene.train_images]
     clock.mark("images")
@@ -130,6 +136,10 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     for opt in [*optimizers.values(), *(extra.optimizer for extra in run.per_view().values())]:
         scale_for_batch(opt, cfg.batch_size)
     schedule_resolution(run, cfg)
+    if hasattr(strategy, "view_scorer"):  # strategy=fastgs: its multi-view scores render training views
+        from gsexp.train.view_scores import ViewScorer
+
+        strategy.view_scorer = ViewScorer(run)
     clock.mark("rest")
     resume(run, run_dir, inputs.checkpoint)
     clock.mark("resume")

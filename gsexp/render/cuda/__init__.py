@@ -63,10 +63,10 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
 
 
 @torch.no_grad()
-def hit_counts(gaussians, camera, settings=None) -> torch.Tensor:
+def hit_counts(gaussians, camera, settings=None, pixel_mask=None) -> torch.Tensor:
     """[N] int64: how many pixels of `camera` each Gaussian contributes to (alpha >= 1/255
-    before the pixel's transmittance ran out), counted by the vanilla blend itself on the
-    settings' tile sets."""
+    before the pixel's transmittance ran out; with pixel_mask [H, W] only the pixels it marks),
+    counted by the vanilla blend itself on the settings' tile sets."""
     _check_device(gaussians, "hit_counts")
     means = gaussians.means
     counts = torch.zeros(len(means), dtype=torch.int32, device=means.device)
@@ -75,6 +75,7 @@ def hit_counts(gaussians, camera, settings=None) -> torch.Tensor:
     raw = [t if t is None else t.detach() for t in raw_params(gaussians)]
     means2d = torch.empty(len(means), 2, device=means.device)
     background = torch.zeros(3, device=means.device)
+    mask = None if pixel_mask is None else pixel_mask.to(means.device, torch.uint8).contiguous()
     load().rasterize_forward(*raw, means2d, gaussians.sh_degree, camera_values(camera), background,
-                             options_of(vanilla), 0, counts)
+                             options_of(vanilla), 0, counts, mask)
     return counts.long()

@@ -44,7 +44,7 @@ class Rasterize(torch.autograd.Function):
     def forward(ctx, means, log_scales, quats, opacity_logits, sh, sh_rest, means2d, call):
         outs, stage_ms = load().rasterize_forward(
             means, log_scales, quats, opacity_logits, sh, sh_rest, means2d, call["degree"], call["camera"],
-            call["background"], call["options"], call["capacity"], None)
+            call["background"], call["options"], call["capacity"], None, None)
         image, final_t, n_contrib, conic_opacity, colors, depths, radii, point_list, ranges, order, count, depth = outs
         call["stage_ms"].update(stage_ms)
         call["num_pairs"] = count[0] if call["capacity"] else len(point_list)  # with a capacity: not read back

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import torch
 
+from gsexp.render.constants import TILE_SIZE
 from gsexp.render.output import RenderOutput
 from gsexp.render.reference.blend import blend, blend_forward
 from gsexp.render.reference.formulas import make_formula
@@ -97,14 +98,22 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
 
 
 @torch.no_grad()
-def hit_counts(gaussians, camera, settings) -> torch.Tensor:
-    """[N] int64 pixels each Gaussian contributes to under vanilla's rules, on the settings' tiles."""
+def hit_counts(gaussians, camera, settings, pixel_mask=None) -> torch.Tensor:
+    """[N] int64 pixels each Gaussian contributes to under vanilla's rules, on the settings' tiles
+    (with pixel_mask [H, W], only the pixels it marks)."""
     camera = camera.to(gaussians.means.device)
     proj = preprocess(gaussians, camera, intersect=settings.intersect, antialiased=settings.antialiased)
     tiles = tile_lists(proj, camera.width, camera.height)
     counts = torch.zeros(len(gaussians), dtype=torch.long, device=gaussians.means.device)
     *_, rounds = blend_forward(proj.means2d, proj.conics, proj.opacities, proj.colors, tiles,
                                make_formula("vanilla"), camera.width, camera.height, keep_entries=True)
+    marked = None
+    if pixel_mask is not None:  # [tiles * 256] in tile-pixel order (tile * 256 + y * 16 + x)
+        padded = torch.zeros(tiles.tiles_y * TILE_SIZE, tiles.tiles_x * TILE_SIZE, dtype=torch.bool,
+                             device=counts.device)
+        padded[:camera.height, :camera.width] = pixel_mask.to(counts.device).bool()
+        marked = padded.reshape(tiles.tiles_y, TILE_SIZE, tiles.tiles_x, TILE_SIZE).permute(0, 2, 1, 3).reshape(-1)
     for e in rounds:  # entries are (pair, pixel) contributions; padding pixels never contribute
-        counts += torch.bincount(tiles.gauss_ids[e.pair], minlength=len(gaussians))
+        pair = e.pair if marked is None else e.pair[marked[e.pixel]]
+        counts += torch.bincount(tiles.gauss_ids[pair], minlength=len(gaussians))
     return counts

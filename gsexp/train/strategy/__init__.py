@@ -6,13 +6,15 @@ import dataclasses
 from gsexp.train.strategy.base import NoStrategy, Strategy
 from gsexp.train.strategy.budget import BudgetStrategy
 from gsexp.train.strategy.default import DefaultStrategy
+from gsexp.train.strategy.fastgs import FastGSStrategy
 from gsexp.train.strategy.mcmc import MCMCStrategy
 
-STRATEGIES = {"default": DefaultStrategy, "budget": BudgetStrategy, "mcmc": MCMCStrategy, "none": NoStrategy}
+STRATEGIES = {"default": DefaultStrategy, "budget": BudgetStrategy, "fastgs": FastGSStrategy, "mcmc": MCMCStrategy,
+              "none": NoStrategy}
 
 
 def make_strategy(name: str, **kwargs) -> Strategy:
-    """A strategy by name ("default" | "budget" | "mcmc" | "none") with its fields set from kwargs."""
+    """A strategy by name ("default" | "budget" | "fastgs" | "mcmc" | "none") with its fields set from kwargs."""
     cls = STRATEGIES.get(name)
     if cls is None:
         raise ValueError(f"make_strategy: unknown strategy {name!r}; options: {', '.join(STRATEGIES)}")
@@ -23,4 +25,4 @@ def make_strategy(name: str, **kwargs) -> Strategy:
     return cls(**kwargs)
 
 
-__all__ = ["BudgetStrategy", "DefaultStrategy", "MCMCStrategy", "NoStrategy", "Strategy", "make_strategy", "STRATEGIES"]
+__all__ = ["BudgetStrategy", "DefaultStrategy", "FastGSStrategy", "MCMCStrategy", "NoStrategy", "Strategy", "make_strategy", "STRATEGIES"]

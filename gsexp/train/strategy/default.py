@@ -63,6 +63,11 @@ class DefaultStrategy(Strategy):
     FLOOR_FIELDS: ClassVar[tuple[str, ...]] = ("refine_every",)
 
     @property
+    def wants_absgrad(self) -> bool:
+        """Whether the run renders with the rasterizer's absgrad switch (out.means2d_absgrad)."""
+        return self.absgrad
+
+    @property
     def threshold(self) -> float:
         if not self.absgrad:
             return self.grad_threshold
@@ -130,22 +135,32 @@ class DefaultStrategy(Strategy):
         split = torch.cat([split, split.new_zeros(int(clone.sum()))])  # clones are not split
         surgery.split(params, optimizers, split, n=self.split_n, state=state)
 
-        prune = torch.sigmoid(params["opacity_logits"]) < self.prune_opacity
-        if step > self.reset_every:  # before the first reset, opacity alone decides
-            if self.prune_screen_px > 0:
-                prune |= state["max_radii"] > self.prune_screen_px
-            prune |= params["log_scales"].max(dim=1).values > math.log(self.prune_world * self.scene_extent)
+        prune = self.to_prune(params, state, step)
         surgery.remove(params, optimizers, prune, state)
 
         state.update(n_cloned=int(clone.sum()), n_split=int(split.sum()), n_pruned=int(prune.sum()))
         for key in STATS:
             state[key].zero_()
 
+    def to_prune(self, params: dict, state: dict, step: int) -> torch.Tensor:
+        """Which Gaussians to remove after cloning and splitting: faint ones, and once past the
+        first opacity reset those too wide in the world (or on screen)."""
+        prune = torch.sigmoid(params["opacity_logits"]) < self.prune_opacity
+        if step > self.reset_every:  # before the first reset, opacity alone decides
+            if self.prune_screen_px > 0:
+                prune |= state["max_radii"] > self.prune_screen_px
+            prune |= params["log_scales"].max(dim=1).values > math.log(self.prune_world * self.scene_extent)
+        return prune
+
     def to_refine(self, params: dict, state: dict, grads, small, step: int) -> torch.Tensor:
-        """Which Gaussians to clone (small) or split: the mean gradient at the threshold, within the cap."""
-        high = grads >= self.threshold
+        """Which Gaussians to clone (small) or split: the candidates, within the cap."""
+        high = self.candidates(state, grads, small)
         cap = self.max_gaussians if self.max_gaussians is not None else (self.training_pixels or None)
         return high if cap is None else self._within_cap(high, small, grads, cap, state)
+
+    def candidates(self, state: dict, grads, small) -> torch.Tensor:
+        """Clone / split candidates before the cap: the mean gradient at the threshold."""
+        return grads >= self.threshold
 
     def _within_cap(self, high, small, grads, cap: int, state: dict) -> torch.Tensor:
         """`high` less its lowest-gradient candidates, so that clones (one new Gaussian each)
