@@ -3,8 +3,9 @@
 # experiments/peers/stage.sh train`), as one background job:
 #   carry .device: source .device/env.sh; setsid nohup bash experiments/tensor_core_backward/cull_session.sh > /tmp/cull.log 2>&1 < /dev/null & bash experiments/peers/session.sh wait 560 "cull done"
 #   then:          source .device/env.sh; bash experiments/peers/session.sh wait 580 "cull done"
-# 1. the GPU tests: exact_cull against exact (tests/test_cuda_backward_cull.py), and the files
-#    whose kernels share its source (absgrad, depth, the GEMM backward, no host syncs in a step);
+# 1. the GPU tests: exact_cull against exact (tests/test_cuda_backward_cull.py), the files whose
+#    kernels share its source (absgrad, depth, the GEMM backward, no host syncs in a step, fastgs
+#    among them) and the masked hit counts strategy=fastgs counts with;
 # 2. lego 30K with experiment=lego_fast, ROUNDS rounds alternating backward=exact and exact_cull
 #    (train_seconds, PSNR on every 8th test view, phase_ms: the backward's share of a step);
 # 3. bench.py on the last exact_cull model and biker: the blend-backward kernel alone, exact
@@ -18,8 +19,9 @@ log start
 python -c "from gsexp.render.cuda import build; build.load()" > $W/build.log 2>&1; log "build rc=$?"
 export GSEXP_SHARED=${GSEXP_SHARED:-$W/shared}
 mkdir -p $W/shared/data/scenes && cp -n .device/biker.compressed.ply $W/shared/data/scenes/ 2>/dev/null
-timeout 420 python -m pytest -q -x tests/test_cuda_backward_cull.py tests/test_cuda_absgrad.py tests/test_cuda_depth.py \
-  tests/test_cuda_gemm_backward.py tests/test_cuda_step_sync.py > $W/gpu_tests.log 2>&1
+timeout 420 python -m pytest -q tests/test_cuda_backward_cull.py tests/test_cuda_absgrad.py tests/test_cuda_depth.py \
+  tests/test_cuda_gemm_backward.py tests/test_cuda_step_sync.py tests/test_cuda_build.py \
+  "tests/test_cuda_rasterizer.py::test_masked_hit_counts_match_reference" > $W/gpu_tests.log 2>&1
 log "gpu tests rc=$? ($(tail -n 1 $W/gpu_tests.log))"
 for r in $(seq "$ROUNDS"); do for b in exact exact_cull; do
   name=${b}_r$r; s=$(date +%s)
@@ -37,7 +39,7 @@ for f in sorted(pathlib.Path(sys.argv[1], "runs").glob("*/summary.json")):
           f"| {ph.get('backward', 0):.3f} | {sum(ph.values()):.3f} |")
 EOF
 LEGO=$(ls -d $W/runs/exact_cull_r*/ 2>/dev/null | tail -1)
-python experiments/tensor_core_backward/bench.py --lego "$LEGO" --biker .device/biker.compressed.ply \
+python experiments/tensor_core_backward/bench.py --lego "$LEGO" --biker $W/shared/data/scenes/biker.compressed.ply \
   --sizes 800x800,1920x1080 --modes exact,exact_cull,exact@walk,exact_cull@walk --rounds 5 \
   --out $W/bench_cull.json > $W/bench_cull.log 2>&1
 log "bench rc=$? ($(tail -n 3 $W/bench_cull.log | tr '\n' ' '))"
