@@ -40,7 +40,7 @@ for f in sorted(pathlib.Path(sys.argv[1], "runs").glob("*/summary.json")):
 EOF
 LEGO=$(ls -d $W/runs/exact_cull_r*/ 2>/dev/null | tail -1)
 python experiments/tensor_core_backward/bench.py --lego "$LEGO" --biker $W/shared/data/scenes/biker.compressed.ply \
-  --sizes 800x800,1920x1080 --modes exact,exact_cull,exact@walk,exact_cull@walk --rounds 5 \
+  --sizes ${BENCH_SIZES:-800x800,1920x1080} --modes exact,exact_cull,exact@walk,exact_cull@walk --rounds ${BENCH_ROUNDS:-5} \
   --out $W/bench_cull.json > $W/bench_cull.log 2>&1
 log "bench rc=$? ($(tail -n 3 $W/bench_cull.log | tr '\n' ' '))"
 log "cull done"
