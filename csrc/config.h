@@ -20,8 +20,7 @@ enum { INTERSECT_AABB = 0, INTERSECT_SNUGBOX = 1, INTERSECT_ACCUTILE = 2 };
 // The blend formula of a variant: vanilla, GEMM-GS, TC-GS.
 enum { BLEND_VANILLA = 0, BLEND_GEMM = 1, BLEND_TCGS = 2 };
 // The blend backward: exact fp32, or the GEMM form on tensor cores (backward_gemm.cu) with
-// dL/dpower split into two tf32 terms (about fp32's accuracy) or rounded to one; exact_cull:
-// exact with warps of 8x4 pixels that skip the entries they cannot see (backward.cu).
-enum { BACKWARD_EXACT = 0, BACKWARD_GEMM_FP32 = 1, BACKWARD_GEMM_TF32 = 2, BACKWARD_EXACT_CULL = 3 };
+// dL/dpower split into two tf32 terms (about fp32's accuracy) or rounded to one.
+enum { BACKWARD_EXACT = 0, BACKWARD_GEMM_FP32 = 1, BACKWARD_GEMM_TF32 = 2 };
 constexpr double LEVEL_MARGIN = 1e-3;  // intersect.cuh: the 1/255 ellipse grows by this share,
 constexpr double SPAN_MARGIN = 1e-3;   // and its spans by this many pixels (rounding never cuts a pixel)

@@ -99,7 +99,7 @@ void check_options(const RasterOptions& o) {
               "gsexp cuda rasterizer: batch must be 32, 64 or 128, got ", o.batch);
   TORCH_CHECK(o.intersect >= INTERSECT_AABB && o.intersect <= INTERSECT_ACCUTILE,
               "gsexp cuda rasterizer: unknown intersect id ", o.intersect);
-  TORCH_CHECK(o.backward >= BACKWARD_EXACT && o.backward <= BACKWARD_EXACT_CULL,
+  TORCH_CHECK(o.backward >= BACKWARD_EXACT && o.backward <= BACKWARD_GEMM_TF32,
               "gsexp cuda rasterizer: unknown backward id ", o.backward);
 }
 
@@ -327,8 +327,8 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
                          grad_opacity.data_ptr<float>(), grad_colors.data_ptr<float>(), cam.width,
                          cam.height, cam.tiles_x, cam.tiles_y};
   check_options(options);
-  const bool exact = options.backward == BACKWARD_EXACT || options.backward == BACKWARD_EXACT_CULL;
-  TORCH_CHECK(!options.absgrad || exact, "gsexp cuda rasterizer: absgrad needs the exact backward");
+  TORCH_CHECK(!options.absgrad || options.backward == BACKWARD_EXACT,
+              "gsexp cuda rasterizer: absgrad needs the exact backward");
   auto grad_means2d_abs = options.absgrad ? torch::zeros({n, 2}, f32) : torch::Tensor();
   if (options.absgrad) args.grad_means2d_abs = grad_means2d_abs.data_ptr<float>();
   // depth: only with a gradient for it; without one its term is zero and the plain kernels run.
@@ -343,8 +343,8 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
     args.grad_depths = grad_depths.data_ptr<float>();
   }
   const int probe = backward_probe;
-  if (exact)
-    launch_blend_backward(args, options.backward == BACKWARD_EXACT_CULL, probe, stream);
+  if (options.backward == BACKWARD_EXACT)
+    launch_blend_backward(args, probe, stream);
   else
     launch_blend_backward_gemm(args, options.backward == BACKWARD_GEMM_FP32, probe, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -383,8 +383,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                      py::arg("fp16") = (int)PREC_FP16);
   m.attr("backward_ids") = py::dict(py::arg("exact") = (int)BACKWARD_EXACT,
                                     py::arg("gemm_fp32") = (int)BACKWARD_GEMM_FP32,
-                                    py::arg("gemm_tf32") = (int)BACKWARD_GEMM_TF32,
-                                    py::arg("exact_cull") = (int)BACKWARD_EXACT_CULL);
+                                    py::arg("gemm_tf32") = (int)BACKWARD_GEMM_TF32);
   m.attr("intersect_ids") = py::dict(py::arg("aabb") = (int)INTERSECT_AABB, py::arg("snugbox") = (int)INTERSECT_SNUGBOX,
                                      py::arg("accutile") = (int)INTERSECT_ACCUTILE);
   m.def("rasterize_forward", &rasterize_forward, "gsexp: preprocess, duplicate, sort, ranges, blend");

@@ -40,25 +40,6 @@ def cuda_scene(seed: int, n: int, width: int, height: int, sh_degree: int):
     return g.to("cuda"), cam
 
 
-def edge_gaussians(seed: int, kind: str):
-    """4000 Gaussians at 200x152 where backward=exact_cull's skip test is tight: 'faint'
-    (opacity in [1, 3] / 255), 'thin' (needles: one axis e^9 longer than the other two) or
-    'small' (scales e^-2.5 times random_scene's)."""
-    g, cam = random_scene(seed, 4000, 200, 152, 1)
-    gen = torch.Generator().manual_seed(seed)
-    if kind == "faint":
-        o = (1.0 + 2.0 * torch.rand(len(g.means), generator=gen)) / 255.0
-        return dataclasses.replace(g, opacity_logits=torch.log(o / (1 - o))), cam
-    if kind == "thin":
-        s = g.log_scales.clone()
-        s[:, 1] += 2.0
-        s[:, 0] = s[:, 2] = s[:, 1] - 9.0
-        return dataclasses.replace(g, log_scales=s), cam
-    if kind == "small":
-        return dataclasses.replace(g, log_scales=g.log_scales - 2.5), cam
-    raise ValueError(f"edge_gaussians: unknown kind {kind!r}")
-
-
 def culled_runs(g: Gaussians, cam: Camera) -> Gaussians:
     """g with runs of Gaussians moved behind the camera, so that blocks of 128 (the preprocess
     backward's) are whole culled ones ([1024, 3072)), ones with one Gaussian in eight on screen

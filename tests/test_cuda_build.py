@@ -27,7 +27,7 @@ def test_extension_compiles_and_mirrors_the_constants():
     assert set(ext.precision_ids) == set(constants.PRECISIONS)
     assert set(ext.intersect_ids) == set(constants.INTERSECTS)
     assert set(ext.backward_ids) == set(CUDA_BACKWARDS)
-    assert options_of(make_settings("vanilla", backward="exact_cull")).backward == ext.backward_ids["exact_cull"]
+    assert options_of(make_settings("vanilla", backward="gemm_tf32")).backward == ext.backward_ids["gemm_tf32"]
     o = ext.RasterOptions()
     assert (o.blend, o.intersect, o.heavy_first, o.timing) == (ext.blend_ids["vanilla"], ext.intersect_ids["aabb"],
                                                                True, False)

@@ -5,10 +5,9 @@
 
 CPU only: compiles the kernels with the project's flags, disassembles them with line info and counts
 by class the warp instructions of the loop holding each anchor's lines. Full path (every branch taken):
-what a warp issues for one Gaussian x its 32 pixels when some lane contributes. The exact kernels
-(plain, and backward=exact_cull's CULL one) also get their short path (no lane's alpha passes: the
-branch after the exp and the one after the vote taken) and exact_cull its skipped step (the reach
-test's branch taken). No timing is implied.
+what a warp issues for one Gaussian x its 32 pixels when some lane contributes; the exact kernel's
+short path too (no lane's alpha passes: the branch after the exp and the one after the vote taken).
+No timing is implied (the 2026-12-05 warp-culling study in README.md is why).
 """
 import collections
 import re
@@ -61,7 +60,7 @@ def body(lines, text: str) -> range:
 
 
 EXACT, GEMM = source("backward.cu"), source("backward_gemm.cu")
-EXACT_PAIR = body(EXACT, "for (int j = CULL")  # one Gaussian, the warp's pixels
+EXACT_PAIR = body(EXACT, "for (int j = 0; j < count; ++j)")  # one Gaussian, the warp's pixels
 GEMM_PAIR = body(GEMM, "for (int g = 0; g < GROUP; ++g)")    # one pair (ptxas unrolls it 2x)
 _group = body(GEMM, "for (int j0 = 0;")                        # 16 Gaussians: mma, chain rule, atomics
 GEMM_GROUP = range(find(GEMM, "if (mask == 0 ||", _group.start) + 1, _group.stop)
@@ -159,21 +158,15 @@ def short_step(ins, seen) -> bool:
     return bool(after_exp) and not any(i[2] == "BRA" for i in seen[seen.index(after_exp[-1]):-1])
 
 
-def skipped_step(ins, seen) -> bool:
-    """exact_cull's reach test fails: the first branch after the byte load of the reach mask."""
-    return any(".U8" in i[3] and i[2] == "LDS" for i in seen) and sum(i[2] == "BRA" for i in seen) == 1
-
-
-def exact_kernels() -> dict:
-    """{column: (code, labels)}: backward.cu's kernel without probes, absgrad or depth, plain and CULL."""
+def exact_kernel() -> tuple:
+    """(code, labels) of backward.cu's kernel without probes, absgrad or depth."""
     kernels = disassemble("backward.cu")
-    pick = {"exact": "ILi0ELb0ELb0ELb0E", "cull": "ILi0ELb0ELb0ELb1E"}  # <PROBE, ABS, DEPTH, CULL>
-    return {col: next(v for k, v in kernels.items() if tag in k) for col, tag in pick.items()}
+    return next(v for k, v in kernels.items() if "ILi0ELb0ELb0E" in k)  # <PROBE, ABS, DEPTH>
 
 
 def same_as(rev: str) -> int:
-    """--same-as REV: backward.cu's kernels at git revision REV against this tree's with CULL=false,
-    instruction by instruction (addresses and line numbers aside). 0 when every one matches."""
+    """--same-as REV: backward.cu's kernels at git revision REV against this tree's, instruction by
+    instruction (addresses and line numbers aside). 0 when every one matches."""
     old_text = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:csrc/backward.cu"], check=True,
                               capture_output=True, text=True).stdout
     def key(name):
@@ -182,8 +175,7 @@ def same_as(rev: str) -> int:
     new = {key(k): [i[2:] for i in v[0]] for k, v in disassemble("backward.cu").items()}
     bad = 0
     for name, code in old.items():
-        plain = re.sub(r"(blend_backward_kernelILi\d(?:ELb[01]){2})E", r"\1ELb0E", name)  # + CULL=false
-        same = new.get(plain) == code
+        same = new.get(name) == code
         bad += not same
         print(f"{name[:60]}: {'identical' if same else 'DIFFERS'} ({len(code)} instructions)")
     return 1 if bad or not old else 0
@@ -196,18 +188,14 @@ def main():
                  "to a CUDA 12+ nvcc and its nvdisasm")
     if sys.argv[1:2] == ["--same-as"] and len(sys.argv) == 3:
         return same_as(sys.argv[2])
-    cols, spans, steps = {}, [], {}  # column -> Counter of classes
-    for col, (code, labels) in exact_kernels().items():
-        lo, hi = loop_of(code, labels, EXACT_PAIR)
-        body = [i for i in code if lo <= i[0] <= hi]
-        assert sum(".EX2" in i[3] for i in body) == 1, "the exact loop should hold one pair"
-        cols[col] = mix(body)
-        if col == "exact":
-            cols["exact:red"] = mix([i for i in body if i[1] in EXACT_REDUCTION])
-        steps[col] = {"full": len(body), "short": walk(body, labels, short_step)}
-        if col == "cull":
-            steps[col]["skipped"] = walk(body, labels, skipped_step)
-        spans.append(f"{col} pair {lo:#06x}-{hi:#06x}")
+    cols, spans = {}, []  # column -> Counter of classes
+    code, labels = exact_kernel()
+    lo, hi = loop_of(code, labels, EXACT_PAIR)
+    body = [i for i in code if lo <= i[0] <= hi]
+    assert sum(".EX2" in i[3] for i in body) == 1, "the exact loop should hold one pair"
+    cols["exact"], cols["exact:red"] = mix(body), mix([i for i in body if i[1] in EXACT_REDUCTION])
+    short = walk(body, labels, short_step)
+    spans.append(f"exact pair {lo:#06x}-{hi:#06x}")
     for name, (code, labels) in sorted(disassemble("backward_gemm.cu").items()):
         if "ELi0ELb0E" not in name:
             continue  # a probe's or depth's kernel: template <bool SPLIT, int PROBE, bool DEPTH>
@@ -221,8 +209,7 @@ def main():
                                 for k in cols[f"{tag} pair"] | cols[f"{tag} group"]}
         spans.append(f"{tag} pair {plo:#06x}-{phi:#06x} (x{unroll} unrolled), group {glo:#06x}-{ghi:#06x}")
     red_lines = ",".join(f"{a}-{b}" if a < b else f"{a}" for a, b in REDUCTION_SPANS)
-    print(f"warp instructions, full path. exact: one Gaussian x 32 pixels; exact:red: lines {red_lines}; "
-          "cull: backward=exact_cull's loop.\n"
+    print(f"warp instructions, full path. exact: one Gaussian x 32 pixels; exact:red: lines {red_lines}.\n"
           "gemm: 'pair' = the g-loop body as compiled, 'group' = rest of the j0 loop (16 Gaussians), "
           "'/pair' = pair/unroll + group/16.")
     print(f"{'class':19s}" + "".join(f"{c:>11s}" for c in cols))
@@ -235,8 +222,7 @@ def main():
     for tag in ("tf32", "fp32"):
         g = cols[f"{tag} /pair"]["total"]
         print(f"gemm_{tag}: {g:.1f} per pair (groups of 16 full); issue-bound speed-up {ex / g:.2f}x")
-    for col, st in steps.items():
-        print(f"{col} kernel, warp instructions per warp x entry step: " + ", ".join(f"{k} {v}" for k, v in st.items()))
+    print(f"exact: a warp's step over an entry none of its pixels takes (the short path): {short}")
 
 
 if __name__ == "__main__":

@@ -23,12 +23,9 @@ BATCHES = (32, 64, 128)  # Gaussians per pipeline stage of the CUDA matrix blend
 TILE_ORDERS = ("heavy_first", "raster")
 # The blend backward: exact fp32, or the GEMM form with its operands in a tensor-core format
 # (reference/gemm_backward.py). The CUDA kernels (csrc/backward_gemm.cu) have gemm_fp32 (dL/dpower
-# as two tf32 terms) and gemm_tf32; bf16 and fp16 are studied on the reference only. exact_cull
-# is the exact sums with the CUDA kernel's work cut (8x4-pixel warps that skip the Gaussians they
-# cannot see, csrc/backward.cu): the same gradient up to fp32 summation order, CUDA only.
-BACKWARDS = ("exact", "exact_cull", "gemm_fp32", "gemm_tf32", "gemm_bf16", "gemm_fp16")
-CUDA_BACKWARDS = ("exact", "exact_cull", "gemm_fp32", "gemm_tf32")
-EXACT_BACKWARDS = ("exact", "exact_cull")  # the per-pixel terms (absgrad needs them)
+# as two tf32 terms) and gemm_tf32; bf16 and fp16 are studied on the reference only.
+BACKWARDS = ("exact", "gemm_fp32", "gemm_tf32", "gemm_bf16", "gemm_fp16")
+CUDA_BACKWARDS = ("exact", "gemm_fp32", "gemm_tf32")
 
 
 def _need(ok: bool, key: str, problem: str, error=ConfigError):
@@ -72,12 +69,8 @@ class RasterSettings:
         _need(self.backend != "cuda" or self.backward in CUDA_BACKWARDS, "backward",
               f"{self.backward!r} runs on the reference only (rasterizer=torch); the CUDA kernels "
               f"have {', '.join(CUDA_BACKWARDS)}", InvalidCombination)
-        _need(self.backend != "torch" or self.backward != "exact_cull", "backward",
-              "exact_cull is the CUDA kernel's way of computing backward=exact; the reference has exact",
-              InvalidCombination)
-        _need(self.backward in EXACT_BACKWARDS or not self.absgrad, "absgrad",
-              f"absgrad needs backward=exact or exact_cull (the per-pixel terms), not {self.backward!r}",
-              InvalidCombination)
+        _need(self.backward == "exact" or not self.absgrad, "absgrad",
+              f"absgrad needs backward=exact (the per-pixel terms), not {self.backward!r}", InvalidCombination)
         for f in dataclasses.fields(self):
             default = f.default
             if isinstance(default, bool):
@@ -89,8 +82,7 @@ class RasterSettings:
         """The blend formula's arguments (reference/formulas.make_formula)."""
         return {"blend": self.blend, "precision": getattr(self, "precision", "fp32"),
                 "g2l": getattr(self, "g2l", True), "early_cull": getattr(self, "early_cull", True),
-                "half_blend": getattr(self, "half_blend", False),
-                "backward": "exact" if self.backward in EXACT_BACKWARDS else self.backward}
+                "half_blend": getattr(self, "half_blend", False), "backward": self.backward}
 
     def replace(self, **changes) -> "RasterSettings":
         return make_settings(self.name, **{**self.switches(), **changes})
