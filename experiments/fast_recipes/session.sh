@@ -15,8 +15,9 @@
 #   batch2, batch4  lego_fast with batch_size=k and 30000/k steps (as many views; issue 41): whether k
 #             views a step train faster per view, and what it costs in quality (not in RECIPES by default)
 #   fastgs    + strategy=fastgs (FastGS's multi-view scores gate densification and steer pruning)
-#   fastgs100, fastgs_nocap  fastgs refining every 100 steps (3DGS's) / without the 0.8 opacity cap:
-#             which part of FastGS's recipe costs lego its 2.9 dB (not in RECIPES by default)
+#   fastgs100, fastgs_nocap, fastgs_3dgsrule  fastgs refining every 100 steps (3DGS's) / without the
+#             0.8 opacity cap / with 3DGS's clone-split rule (percent_dense 0.01, splits by the plain
+#             gradient): which part of FastGS's recipe costs lego its 2.9 dB (not in RECIPES by default)
 # Each run's summary goes to /tmp/peers/runs/<recipe>_r<seed>.json and its 200 test views to
 # /tmp/peers/renders/<recipe>_r<seed>/, so experiments/peers/table.py prints the table.
 # ~100 s a run on the H200 with its renders: 14 runs ~23 min, then ~4 min of truth calls.
@@ -35,6 +36,7 @@ for seed in $SEEDS; do for r in $RECIPES; do
     fastgs) args="experiment=lego_fast strategy=fastgs" ;;
     fastgs100) args="experiment=lego_fast strategy=fastgs strategy.options.refine_every=100" ;;
     fastgs_nocap) args="experiment=lego_fast strategy=fastgs strategy.options.opacity_cap=1.0" ;;
+    fastgs_3dgsrule) args="experiment=lego_fast strategy=fastgs strategy.options.percent_dense=0.01 strategy.options.split_absgrad_threshold=null" ;;
     turbo) args="experiment=lego_turbo" ;;
     turbo_free) args="experiment=lego_turbo strategy.options.follow_resolution=false" ;;  # no primitive schedule
     turbo15k) args="experiment=lego_turbo iterations=15000" ;;
