@@ -25,4 +25,5 @@ def make_strategy(name: str, **kwargs) -> Strategy:
     return cls(**kwargs)
 
 
-__all__ = ["BudgetStrategy", "DefaultStrategy", "FastGSStrategy", "MCMCStrategy", "NoStrategy", "Strategy", "make_strategy", "STRATEGIES"]
+__all__ = ["BudgetStrategy", "DefaultStrategy", "FastGSStrategy", "MCMCStrategy", "NoStrategy", "Strategy",
+           "make_strategy", "STRATEGIES"]
