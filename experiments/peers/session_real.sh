@@ -33,6 +33,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peer_m
 python -c "from gsexp.render.cuda import build; build.load()" > $P/build.log 2>&1; log "gsexp build rc=$?"
 # no host sync in a training step, with each per-view feature (the first session's pose runs synced)
 timeout 300 python -m pytest -q -p no:cacheprovider tests/test_cuda_step_sync.py > $P/sync_test.log 2>&1; log "step sync test rc=$?"
+# issue 39: which imports make the trainer's ~6 s start-up here (2.3 s on the 2-core machine)
+python -X importtime -c "import train; import gsexp.train.recipe" 2> $P/importtime.txt > /dev/null; log "importtime rc=$?"
 DATAS="$PEER_RUNS $STUDY_DATAS" $RUN scenes > $P/scenes.log 2>&1; log "prepare beer, fern rc=$?"
 for data in beer_prepared fern_prepared; do cp $RC/$data/prepare.json $P/$data.prepare.json 2>/dev/null; done
 source $S/peer_whl/commits.env; export GSPLAT_COMMIT FUSED_SSIM_COMMIT
