@@ -142,3 +142,19 @@ def test_the_means_learning_rate_is_held_while_the_images_are_small(compose_cfg,
     assert setup(compose_cfg(*manual), tmp_path / "a").means_lr_hold == 40  # 1.5 < 2 from step 12000 of 30000
     assert setup(compose_cfg(*manual, "schedule.hold_means_lr=false"), tmp_path / "b").means_lr_hold == 0
     assert setup(compose_cfg("iterations=100"), tmp_path / "c").means_lr_hold == 0
+
+
+def test_the_frontier_plot_reads_a_sessions_folder(tmp_path):
+    """experiments/fast_recipes/frontier.py on the committed H100 session: one point per recipe
+    (seeds averaged), the plot written; a folder without runs is one clear error."""
+    import subprocess
+    import sys
+
+    script, folder = REPO / "experiments/fast_recipes/frontier.py", REPO / "experiments/fast_recipes/h100_2026-12-05"
+    out = tmp_path / "frontier.png"
+    done = subprocess.run([sys.executable, str(script), str(folder), "--out", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "turbo15k:   28.2 s  35.41 dB" in done.stdout and "(2 run(s))" in done.stdout
+    assert out.stat().st_size > 10_000
+    bad = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True)
+    assert bad.returncode == 2 and "no runs/ folder" in bad.stderr and "Traceback" not in bad.stderr
