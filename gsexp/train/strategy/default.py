@@ -11,7 +11,6 @@ import torch
 from gsexp.gaussians import surgery
 from gsexp.train.strategy.base import Strategy
 
-STATS = ("grad2d", "count", "max_radii")
 log = logging.getLogger("gsexp.train")
 
 
@@ -61,6 +60,8 @@ class DefaultStrategy(Strategy):
     SCHEDULE_FIELDS: ClassVar[tuple[str, ...]] = ("refine_start", "refine_stop", "refine_every", "reset_every")
     INTERVAL_FIELDS: ClassVar[tuple[str, ...]] = ("refine_every", "reset_every")
     FLOOR_FIELDS: ClassVar[tuple[str, ...]] = ("refine_every",)
+    # Per-Gaussian statistics: sized on the first step, carried through surgery, zeroed at each refine.
+    STATS: ClassVar[tuple[str, ...]] = ("grad2d", "count", "max_radii")
 
     @property
     def wants_absgrad(self) -> bool:
@@ -75,8 +76,7 @@ class DefaultStrategy(Strategy):
 
     def initial_state(self) -> dict:
         # Sized lazily on the first step (N and device come from the params).
-        return {"grad2d": torch.zeros(0), "count": torch.zeros(0), "max_radii": torch.zeros(0),
-                "n_cloned": 0, "n_split": 0, "n_pruned": 0, "capped": 0}
+        return {**{key: torch.zeros(0) for key in self.STATS}, "n_cloned": 0, "n_split": 0, "n_pruned": 0, "capped": 0}
 
     def step_post_backward(self, params, optimizers, state, step, out, width, height, lr=None):
         if step >= self.refine_stop:
@@ -96,7 +96,7 @@ class DefaultStrategy(Strategy):
 
     def _stats(self, params: dict, state: dict) -> None:
         n, device = params["means"].shape[0], params["means"].device
-        for key in STATS:
+        for key in self.STATS:
             v = state[key]
             if v.numel() == 0 and n > 0:
                 state[key] = torch.zeros(n, device=device)
@@ -115,11 +115,9 @@ class DefaultStrategy(Strategy):
         # INRIA measures the gradient w.r.t. NDC positions: d/d ndc = d/d px * (size / 2).
         if _fused_stats(grad, out.radii, width / 2, height / 2, state):
             return
-        # Masks as arithmetic, not boolean indexing: indexing asks the host for the count (a sync);
-        # the scales as Python numbers: a host-to-device tensor of them would sync too.
-        norm = torch.hypot(grad[:, 0] * (width / 2), grad[:, 1] * (height / 2))
+        # Masks as arithmetic, not boolean indexing: indexing asks the host for the count (a sync).
         visible = out.radii > 0
-        state["grad2d"] += torch.where(visible, norm, 0.0)
+        state["grad2d"] += torch.where(visible, ndc_norm(grad, width, height), 0.0)
         state["count"] += visible
         torch.maximum(state["max_radii"], torch.where(visible, out.radii.float(), 0.0), out=state["max_radii"])
 
@@ -139,7 +137,7 @@ class DefaultStrategy(Strategy):
         surgery.remove(params, optimizers, prune, state)
 
         state.update(n_cloned=int(clone.sum()), n_split=int(split.sum()), n_pruned=int(prune.sum()))
-        for key in STATS:
+        for key in self.STATS:
             state[key].zero_()
 
     def to_prune(self, params: dict, state: dict, step: int) -> torch.Tensor:
@@ -183,6 +181,12 @@ class DefaultStrategy(Strategy):
         fits = torch.zeros_like(chosen)
         fits[order] = torch.cumsum(cost[order], 0) <= max(room, 0)
         return chosen & fits
+
+
+def ndc_norm(grad: torch.Tensor, width: int, height: int) -> torch.Tensor:
+    """Per Gaussian ||dL/d mean2d|| in NDC units, as INRIA measures it: d/d ndc = d/d px * (size / 2)
+    (the scales as Python numbers: a host-to-device tensor of them would sync)."""
+    return torch.hypot(grad[:, 0] * (width / 2), grad[:, 1] * (height / 2))
 
 
 def _fused_stats(grad: torch.Tensor, radii: torch.Tensor, half_w: float, half_h: float, state: dict) -> bool:

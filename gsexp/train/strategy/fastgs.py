@@ -13,7 +13,7 @@ from typing import Callable, ClassVar
 import torch
 
 from gsexp.gaussians import surgery
-from gsexp.train.strategy.default import DefaultStrategy
+from gsexp.train.strategy.default import DefaultStrategy, ndc_norm
 
 # (k, seed) -> (marked-pixel counts summed over k views [N], the same weighted by each view's loss [N])
 Scorer = Callable[[int, int], tuple]
@@ -58,6 +58,7 @@ class FastGSStrategy(DefaultStrategy):
     SCHEDULE_FIELDS: ClassVar[tuple[str, ...]] = DefaultStrategy.SCHEDULE_FIELDS + (
         "final_prune_every", "final_prune_start", "final_prune_stop")
     INTERVAL_FIELDS: ClassVar[tuple[str, ...]] = DefaultStrategy.INTERVAL_FIELDS + ("final_prune_every",)
+    STATS: ClassVar[tuple[str, ...]] = DefaultStrategy.STATS + ("grad2d_abs",)  # split_absgrad_threshold's
 
     def __post_init__(self):
         if self.views < 1:
@@ -73,19 +74,14 @@ class FastGSStrategy(DefaultStrategy):
 
     def initial_state(self) -> dict:
         return {**super().initial_state(), "importance": torch.zeros(0), "prune_score": torch.zeros(0),
-                "grad2d_abs": torch.zeros(0), "n_final_pruned": 0}
+                "n_final_pruned": 0}
 
     @torch.no_grad()
     def _accumulate(self, params, state, out, width: int, height: int) -> None:
         super()._accumulate(params, state, out, width, height)
         g = getattr(out, "means2d_absgrad", None)
-        if self.split_absgrad_threshold is None or g is None:
-            return
-        n = params["means"].shape[0]
-        if state["grad2d_abs"].shape[0] != n:
-            state["grad2d_abs"] = torch.zeros(n, device=params["means"].device)
-        norm = torch.hypot(g[:, 0] * (width / 2), g[:, 1] * (height / 2))  # NDC units, as grad2d
-        state["grad2d_abs"] += torch.where(out.radii > 0, norm, 0.0)
+        if self.split_absgrad_threshold is not None and g is not None:  # as grad2d, summed |d/d mean2d|
+            state["grad2d_abs"] += torch.where(out.radii > 0, ndc_norm(g, width, height), 0.0)
 
     def step_post_backward(self, params, optimizers, state, step, out, width, height, lr=None):
         super().step_post_backward(params, optimizers, state, step, out, width, height, lr)
@@ -111,14 +107,12 @@ class FastGSStrategy(DefaultStrategy):
     def refine(self, params: dict, optimizers: dict, state: dict, step: int) -> None:
         self.score(params, state, step)  # rows follow the surgery below (clones copy, splits get 0)
         super().refine(params, optimizers, state, step)
-        if state["grad2d_abs"].numel():
-            state["grad2d_abs"].zero_()
         if self.opacity_cap < 1.0:  # as 3DGS's reset (the moments forgotten), at FastGS's 0.8
             surgery.reset_opacity(params, optimizers, self.opacity_cap)
 
     def candidates(self, state: dict, grads, small) -> torch.Tensor:
         high = super().candidates(state, grads, small)
-        if self.split_absgrad_threshold is not None and state["grad2d_abs"].shape[0] == len(grads):
+        if self.split_absgrad_threshold is not None:
             abs_grads = state["grad2d_abs"] / state["count"].clamp_min(1)
             high = (high & small) | ((abs_grads >= self.split_absgrad_threshold) & ~small)
         return high & (state["importance"] > self.min_importance)
