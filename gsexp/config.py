@@ -126,7 +126,7 @@ class TrainConfig:
     pose_opt: bool = False     # a pose correction per training camera (gsexp/train/pose.py)
     pose_opt_lr: float = 1e-5
     pose_opt_reg: float = 1e-6
-    fused_ssim: bool = True    # on a GPU: the loss in csrc/ssim.cu instead of torch L1 + torchmetrics
+    fused_ssim: bool = True    # on a GPU: the loss in csrc/ssim.cu instead of torch L1 + gsexp.metrics.ssim
     fused_adam: bool = True    # on a GPU: one launch for every parameter instead of torch's Adam per tensor
     pair_capacity: bool = False  # CUDA: size pair buffers from recent counts instead of a host sync per step
     eval_lpips: Any = "auto"

@@ -1,6 +1,6 @@
 """Training losses: 3DGS's photometric loss (1 - λ) L1 + λ (1 - SSIM).
 
-``ssim`` is the SSIM of ``gsexp.metrics.ssim`` (torchmetrics: 11x11 Gaussian window, sigma 1.5,
+``ssim`` is the SSIM of ``gsexp.metrics.ssim`` (torchmetrics': 11x11 Gaussian window, sigma 1.5,
 reflect padding, mean over every pixel). On CUDA float32 images it, and the whole photometric
 loss with it, runs as two fused kernels (csrc/ssim.cu), with a gradient for ``img`` only (the
 target is data); elsewhere, or where the extension cannot be built, it is ``gsexp.metrics.ssim``
@@ -63,7 +63,7 @@ def ssim(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
 
 def photometric_loss(img: torch.Tensor, ref: torch.Tensor, ssim_lambda: float, fused: bool = True) -> torch.Tensor:
     """(1 - λ) mean |img - ref| + λ (1 - SSIM(img, ref)), 3DGS's training loss: on CUDA one
-    kernel each way (the target gets no gradient). fused=False: torch's L1 and torchmetrics'
+    kernel each way (the target gets no gradient). fused=False: torch's L1 and gsexp.metrics'
     SSIM on a GPU too (for ablations)."""
     if ssim_lambda == 0:
         return (img - ref).abs().mean()

@@ -15,10 +15,7 @@ import warnings
 from pathlib import Path
 
 import torch
-from torchmetrics.functional.image import (
-    peak_signal_noise_ratio,
-    structural_similarity_index_measure,
-)
+import torch.nn.functional as F
 
 from gsexp.paths import shared_dir
 
@@ -45,7 +42,8 @@ def _as_batch(img: torch.Tensor, ref: torch.Tensor) -> tuple[torch.Tensor, torch
 def psnr(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     """PSNR in dB (peak 1.0), mean over the batch; inf for identical images."""
     img, ref = _as_batch(img, ref)
-    return peak_signal_noise_ratio(img, ref, data_range=1.0, dim=(1, 2, 3))
+    mse = (img - ref).square().mean(dim=(1, 2, 3))
+    return (-10 * torch.log10(mse)).mean()
 
 
 def color_corrected(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
@@ -65,10 +63,32 @@ def cc_psnr(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     return psnr(color_corrected(img, ref), ref)
 
 
+def _window(channels: int, dtype: torch.dtype, device: torch.device, size: int = 11, sigma: float = 1.5):
+    """The separable Gaussian window as a depthwise conv2d weight [channels, 1, size, size]."""
+    x = torch.arange((1 - size) / 2, (1 + size) / 2, 1, dtype=dtype, device=device)
+    g = torch.exp(-((x / sigma) ** 2) / 2)
+    g = (g / g.sum())[None]
+    return (g.T @ g).expand(channels, 1, size, size)
+
+
 def ssim(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    """SSIM (11x11 Gaussian window, sigma 1.5, data range 1.0), mean over the batch."""
+    """SSIM (11x11 Gaussian window, sigma 1.5, data range 1.0, reflect padding, every pixel
+    averaged), mean over the batch: torchmetrics' structural_similarity_index_measure with
+    data_range=1.0 (tests/test_metrics.py holds the two together), without importing it, which
+    takes over a second of a training's start-up."""
     img, ref = _as_batch(img, ref)
-    return structural_similarity_index_measure(img, ref, data_range=1.0)
+    ref = ref.to(img.dtype)
+    c1, c2 = 0.01**2, 0.03**2
+    pad = (5, 5, 5, 5)
+    x, y = F.pad(img, pad, mode="reflect"), F.pad(ref, pad, mode="reflect")
+    stats = F.conv2d(torch.cat((x, y, x * x, y * y, x * y)), _window(img.shape[1], img.dtype, img.device),
+                     groups=img.shape[1])
+    mu_x, mu_y, xx, yy, xy = stats.split(img.shape[0])
+    mu_xx, mu_yy, mu_xy = mu_x.square(), mu_y.square(), mu_x * mu_y
+    var_x, var_y = (xx - mu_xx).clamp(min=0), (yy - mu_yy).clamp(min=0)
+    cov = xy - mu_xy
+    value = (2 * mu_xy + c1) * (2 * cov + c2) / ((mu_xx + mu_yy + c1) * (var_x + var_y + c2))
+    return value.reshape(img.shape[0], -1).mean(-1).mean()
 
 
 def _weight_candidates(net: str) -> list[Path]:

@@ -142,9 +142,9 @@ def test_photometric_loss_is_one_fused_pair(lam, shared):
         value, grad = photometric_reference(img, ref, lam)
         assert loss.dim() == 0 and abs(loss.item() - value) < VALUE_TOL, (loss.item(), value)
         assert ((x.grad.double() - grad).abs().max() / grad.abs().max()).item() < GRAD_TOL
-        if not random:  # torchmetrics' float32 SSIM is off by ~2e-4 on lego's flat background
+        if not random:  # a float32 torch SSIM is off by ~2e-4 on lego's flat background
             continue
-        # and the unfused path (torch's L1, torchmetrics' SSIM in float32) agrees
+        # and the unfused path (torch's L1, gsexp.metrics' SSIM in float32) agrees
         y = img.clone().requires_grad_(True)
         unfused = losses.photometric_loss(y, ref, lam, fused=False)
         unfused.backward()

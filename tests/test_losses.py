@@ -1,4 +1,4 @@
-"""gsexp.losses on the CPU: SSIM is gsexp.metrics.ssim (torchmetrics) itself, with a gradient."""
+"""gsexp.losses on the CPU: SSIM is gsexp.metrics.ssim (torchmetrics' definition) itself, with a gradient."""
 import pytest
 import torch
 

@@ -136,6 +136,47 @@ def test_ssim_identical_and_noisy():
     assert value.dim() == 0 and value.item() < 0.99
 
 
+@pytest.mark.parametrize("shape", [(3, 800, 800), (2, 3, 37, 61), (1, 3, 11, 200)])
+def test_psnr_and_ssim_equal_torchmetrics(shape):
+    """The published SSIM and PSNR are torchmetrics' (data_range 1.0): fresh images, SSIM in
+    float64 to 1e-12 of it and float32 to 1e-6 (the same sums in another order), with a gradient
+    that agrees too (the CPU loss is this SSIM)."""
+    from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
+
+    gen = torch.Generator().manual_seed(sum(shape))
+    ref = torch.rand(shape, generator=gen, dtype=torch.float64)
+    img = (ref + 0.2 * torch.randn(shape, generator=gen, dtype=torch.float64)).clamp(0, 1)
+    img[..., :4, :] = ref[..., :4, :]  # a flat-error band: the variance clamp at 0 is hit
+    batch = (lambda t: t if t.dim() == 4 else t[None])
+    want_ssim = structural_similarity_index_measure(batch(img), batch(ref), data_range=1.0)
+    want_psnr = peak_signal_noise_ratio(batch(img), batch(ref), data_range=1.0, dim=(1, 2, 3))
+    assert metrics.ssim(img, ref).item() == pytest.approx(want_ssim.item(), abs=1e-12)
+    # torchmetrics' 10 / ln 10 is a float32 constant: its PSNR is off by ~5e-8 relative
+    assert metrics.psnr(img, ref).item() == pytest.approx(want_psnr.item(), rel=1e-7)
+    per_image = [-10 * math.log10(m) for m in (batch(img) - batch(ref)).square().mean((1, 2, 3)).tolist()]
+    assert metrics.psnr(img, ref).item() == pytest.approx(sum(per_image) / len(per_image), abs=1e-10)
+    f32 = img.float(), ref.float()
+    assert metrics.ssim(*f32).item() == pytest.approx(want_ssim.item(), abs=1e-6)
+    assert metrics.psnr(*f32).item() == pytest.approx(want_psnr.item(), abs=1e-4)
+    ours, theirs = img.clone().requires_grad_(), img.clone().requires_grad_()
+    metrics.ssim(ours, ref).backward()
+    structural_similarity_index_measure(batch(theirs), batch(ref), data_range=1.0).backward()
+    torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-9, atol=1e-15)
+
+
+def test_trainer_start_never_imports_torchmetrics():
+    """torchmetrics' import (with torchvision and torch._dynamo behind it) took over 2 s of every
+    job's start-up: the trainer and its metrics must not load it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, train, gsexp.train.recipe, gsexp.eval; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torchmetrics'))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 @pytest.mark.parametrize("fn", [metrics.psnr, metrics.ssim, metrics.lpips])
 @pytest.mark.parametrize(
     "shape_a, shape_b",

@@ -29,9 +29,9 @@ def make_loss(ssim_lambda: float, losses=None, fused=None):
 
     losses: gsplat.losses (main), whose ssim_loss calls fused_ssim when it can (CUDA tensors) and
     else falls back to a torch SSIM. Without it (1.5.3): fused_ssim called directly with padding
-    "valid", as 1.5.3's own trainer does (st-1.5.3:684). Neither: torchmetrics' SSIM (slow; only
-    with --allow-slow-ssim). `fused.fused_ssim` is looked up at each call, so count_fused_calls
-    sees it."""
+    "valid", as 1.5.3's own trainer does (st-1.5.3:684). Neither: gsexp.metrics.ssim, torchmetrics'
+    SSIM in torch ops (slow; only with --allow-slow-ssim). `fused.fused_ssim` is looked up at each
+    call, so count_fused_calls sees it."""
     if losses is not None and hasattr(losses, "ssim_loss"):
         def loss(colors, pixels):
             ssim = losses.ssim_loss(colors.permute(0, 3, 1, 2), pixels.permute(0, 3, 1, 2))
@@ -47,7 +47,7 @@ def make_loss(ssim_lambda: float, losses=None, fused=None):
     def loss(colors, pixels):
         ssim = 1.0 - slow_ssim(colors.permute(0, 3, 1, 2), pixels.permute(0, 3, 1, 2))
         return torch.lerp(F.l1_loss(colors, pixels), ssim, ssim_lambda)
-    return loss, "torchmetrics SSIM (gsexp.metrics.ssim): no fused_ssim"
+    return loss, "torch SSIM (gsexp.metrics.ssim, torchmetrics' definition): no fused_ssim"
 
 
 @contextmanager
