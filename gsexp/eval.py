@@ -16,6 +16,9 @@ Keys (Hydra style, as train.py takes them):
   lpips=auto|true|false       auto: LPIPS when its weights are found, else null (default)
   lpips_net=vgg|alex          default: the run's, else vgg
   device=auto|cpu|cuda        default auto
+  depth=true|false            also write <view>_depth.png: the expected depth, near red to far
+                              blue over black (gsexp/depth_colors.py; range per view, in
+                              metrics.json's depth_range); default false
 A run's own .hydra/config.yaml (found beside the model: the run directory, or the folder of
 point_cloud.ply or of checkpoints/) gives the data and rasterizer defaults, so
 `python -m gsexp.eval outputs/runs/<run>` needs nothing else.
@@ -25,7 +28,8 @@ psnr is null where the render is bit-identical to the ground truth, i.e. infinit
 view <view>.png: ground truth | render | error side by side, 3W x H. The error map is
 mean_c |render - gt| times 4, clamped to [0, 1] (full scale: an error of 0.25, 64 of 255
 levels), through a black-red-yellow-white ("hot") colour map: black is exact.
-render_ms is the render alone (the scene's first view is rendered once untimed first).
+render_ms is the render alone (the scene's first view is rendered once untimed first; with
+depth=true it includes the depth channel).
 A user error (missing file, not a model, bad key) prints one line and exits with 2.
 """
 from __future__ import annotations
@@ -48,9 +52,10 @@ from gsexp.paths import REPO_ROOT
 
 PROG = "python -m gsexp.eval"
 CONF = REPO_ROOT / "conf"
-OWN_KEYS = {"out": None, "split": "test", "lpips": "auto", "lpips_net": None, "device": "auto"}
+OWN_KEYS = {"out": None, "split": "test", "lpips": "auto", "lpips_net": None, "device": "auto", "depth": "false"}
 KEYS_HELP = ("data=<kind>, data.<key>=v, rasterizer=<variant>, rasterizer.<switch>=v, out=, split=, "
-             "lpips=, lpips_net=, device=")
+             "lpips=, lpips_net=, device=, depth=")
+BOOLEANS = {"true": True, "false": False}
 
 
 @dataclass
@@ -83,10 +88,13 @@ def parse_args(argv: list[str]) -> Request:
             raise UserError(f"unknown key '{key}' in '{arg}'; {PROG} takes {KEYS_HELP}")
     if req.own["split"] not in ("test", "train"):
         raise UserError(f"split={req.own['split']}: use split=test or split=train")
-    lpips = {"auto": "auto", "true": True, "false": False}.get(str(req.own["lpips"]).lower())
+    lpips = {"auto": "auto", **BOOLEANS}.get(str(req.own["lpips"]).lower())
     if lpips is None:
         raise UserError(f"lpips={req.own['lpips']}: use lpips=auto, true or false")
-    req.own["lpips"] = lpips
+    depth = BOOLEANS.get(str(req.own["depth"]).lower())
+    if depth is None:
+        raise UserError(f"depth={req.own['depth']}: use depth=true or depth=false")
+    req.own.update(lpips=lpips, depth=depth)
     return req
 
 
@@ -156,8 +164,10 @@ def image_names(cameras, prefix: str = "view") -> list[str]:
 # ----------------------------------------------------------------------------- evaluation
 
 def evaluate_views(g, cameras, images, settings, background, device, lpips_net, out: Path) -> list[dict]:
-    """Render every view; its metrics, render time and comparison PNG."""
+    """Render every view; its metrics, render time and comparison PNG (and with settings.depth
+    its depth picture, <view>_depth.png, and depth_range)."""
     from gsexp import metrics
+    from gsexp.depth_colors import depth_colors, depth_range, to_uint8
     from gsexp.render import render
     from gsexp.train.evaluate import synced_clock
 
@@ -166,15 +176,26 @@ def evaluate_views(g, cameras, images, settings, background, device, lpips_net, 
         render(g, cameras[0], settings, background=background)  # warm-up: builds, caches
         for cam, ref_host, name in zip(cameras, images, image_names(cameras)):
             start = synced_clock(device)
-            image = render(g, cam, settings, background=background).image
+            rendered = render(g, cam, settings, background=background)
             ms = (synced_clock(device) - start) * 1e3
-            img, ref = image.clamp(0, 1), ref_host.to(device)
+            img, ref = rendered.image.clamp(0, 1), ref_host.to(device)
             rows.append({"view": cam.name or Path(name).stem, "image": name,
                          "psnr": metrics.psnr(img, ref).item(), "ssim": metrics.ssim(img, ref).item(),
                          "lpips": metrics.lpips(img, ref, net=lpips_net).item() if lpips_net else None,
                          "render_ms": ms})
             writer.submit(save_comparison, out / name, ref_host.cpu(), img.cpu())
+            if settings.depth:
+                span = depth_range(rendered.depth, rendered.alpha)
+                rows[-1]["depth_range"] = list(span)
+                writer.submit(save_png, out / f"{Path(name).stem}_depth.png",
+                              to_uint8(depth_colors(rendered.depth, rendered.alpha, *span)))
     return rows
+
+
+def save_png(path: Path, pixels) -> None:
+    from PIL import Image
+
+    Image.fromarray(pixels).save(path)
 
 
 def mean_row(rows: list[dict]) -> dict:
@@ -233,7 +254,7 @@ def prepare(req: Request):
 
     check_model_path(req.model)  # before the config: the likeliest mistake first
     cfg = compose(req)
-    settings = rasterizer_settings(cfg)
+    settings = rasterizer_settings(cfg).replace(depth=req.own["depth"])
     device = pick_device(cfg.device, settings)
     lpips_net = cfg.lpips_net if lpips_available(cfg) else None
     g = load_model(req.model).to(device)
@@ -281,10 +302,13 @@ def main(argv=None) -> int:
               "rasterizer": {"name": settings.name, **settings.switches()}, "device": str(device),
               "lpips_net": lpips_net, "mean": mean, "per_view": rows,
               "images": CAPTION}
+    if settings.depth:
+        result["depth_images"] = ("<view>_depth.png: expected depth, depth_range[0] red to depth_range[1] blue "
+                                  "(2nd and 98th percentiles of the pixels with alpha >= 0.5), times alpha over black")
     with atomic_write(out / "metrics.json") as f:
         f.write(json.dumps(finite(result), indent=2).encode())
     print_table(rows, mean)
-    print(f"wrote {out / 'metrics.json'} and {len(rows)} images")
+    print(f"wrote {out / 'metrics.json'} and {len(rows)} images" + (" and depth pictures" if settings.depth else ""))
     return 0
 
 

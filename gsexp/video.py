@@ -10,6 +10,9 @@ MODEL: a run directory (its newest checkpoint), a trainer checkpoint (.pt), a PL
                  cameras' size, else 640x480; rounded down to even numbers for H.264)
   --rasterizer   a spec as the bench takes it (torch, tc_gs:intersect=accutile, ...); default
                  tc_gs on a GPU, else the torch reference
+  --channel      rgb (default) or depth: the expected depth, near red to far blue over black
+                 (gsexp/depth_colors.py), one range for the whole video: --depth-range NEAR FAR,
+                 else the first frame's (printed)
 H.264 (yuv420p) through PyAV, whose wheel ships the encoder. A progress bar on a terminal.
 A user error (missing file, not a model, no test cameras) prints one line and exits with 2.
 """
@@ -86,14 +89,22 @@ def write_video(frames, out: Path, fps: int, total: int) -> int:
     return count
 
 
-def rendered(source, cameras, settings, device):
+def rendered(source, cameras, settings, device, depth_range: list | None = None):
+    """The frames as [H, W, 3] uint8; with settings.depth, the depth pictures, all in one range:
+    `depth_range` (filled with the first frame's when empty)."""
+    from gsexp.depth_colors import depth_colors, depth_range as range_of, to_uint8
     from gsexp.render import render
 
     g = source.gaussians.to(device)
     with torch.no_grad():
         for cam in cameras:
-            image = render(g, cam.to(device), settings, background=source.background).image
-            yield np.ascontiguousarray((image.clamp(0, 1) * 255).round().byte().permute(1, 2, 0).cpu().numpy())
+            out = render(g, cam.to(device), settings, background=source.background)
+            if not settings.depth:
+                yield to_uint8(out.image)
+                continue
+            if not depth_range:
+                depth_range[:] = range_of(out.depth, out.alpha)
+            yield to_uint8(depth_colors(out.depth, out.alpha, *depth_range))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--up", help="orbit axis: x, -y, +z or 'x,y,z' (default: the training cameras' up, else z)")
     p.add_argument("--rasterizer", help="a bench spec (default tc_gs on a GPU, else torch)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--channel", default="rgb", choices=("rgb", "depth"))
+    p.add_argument("--depth-range", nargs=2, type=float, metavar=("NEAR", "FAR"),
+                   help="--channel depth: the depths drawn red and blue (default: the first frame's)")
     return p
 
 
@@ -122,11 +136,15 @@ def main(argv=None) -> int:
     try:
         if args.frames < 1 or args.fps < 1:
             raise UserError(f"--frames {args.frames} --fps {args.fps}: both must be >= 1")
+        if args.depth_range and (args.channel != "depth" or not args.depth_range[1] > args.depth_range[0]):
+            raise UserError(f"--depth-range {args.depth_range[0]:g} {args.depth_range[1]:g}: it goes with "
+                            "--channel depth, and FAR must be greater than NEAR")
         device = pick_device(args.device)
         spec = args.rasterizer or ("tc_gs" if device.type == "cuda" else "torch")
         settings = parse_rasterizer(spec).settings
         if settings is None:
             raise UserError(f"--rasterizer {spec}: the video renders with gsexp's own rasterizers")
+        settings = settings.replace(depth=args.channel == "depth")
         if settings.backend == "cuda" and device.type != "cuda":
             raise UserError(f"--rasterizer {spec} runs on a GPU and the video renders on {device}; "
                             "use --rasterizer torch (or --device cuda on a GPU machine)")
@@ -140,9 +158,11 @@ def main(argv=None) -> int:
     except USER_ERRORS as err:
         print(f"{PROG}: error: {one_line(err)}", file=sys.stderr)
         return 2
-    count = write_video(rendered(source, cameras, settings, device), args.out, args.fps, len(cameras))
+    depth_range = list(args.depth_range or [])
+    count = write_video(rendered(source, cameras, settings, device, depth_range), args.out, args.fps, len(cameras))
+    channel = f"depth {depth_range[0]:.4g} (red) to {depth_range[1]:.4g} (blue)" if settings.depth else "rgb"
     print(f"wrote {args.out}: {count} frames, {width}x{height}, {args.fps} fps, {args.path} path, "
-          f"rasterizer {spec}, {len(source.gaussians):,} Gaussians")
+          f"rasterizer {spec}, {len(source.gaussians):,} Gaussians, {channel}")
     return 0
 
 

@@ -123,6 +123,23 @@ def test_switching_the_rasterizer_changes_the_report(viewer, page):
     assert shown == viewer.last["pairs"] < pairs  # tight tile sets: fewer pairs, reported on the page
 
 
+def test_the_depth_channel_reaches_the_canvas(viewer, page):
+    """Channel: depth in the browser: the page reports the frame's depth range and the canvas
+    shows the depth picture the server sent; back to rgb after."""
+    colour = viewer.frame.copy()
+    page.get_by_label("Channel").click()
+    page.get_by_role("option", name="depth").click()
+    try:
+        wait_for(lambda: "(red) to" in report(page), what="the page to report the depth range")
+        assert "depth_range" in viewer.last and not np.array_equal(viewer.frame, colour)
+        wait_for(lambda: (lambda d: d[1] > 20 and d[0] < MAX_MEAN_DIFF)(canvas_vs_frame(viewer, page)),
+                 timeout_s=30, what="the canvas to show the depth frame")
+    finally:
+        page.get_by_label("Channel").click()
+        page.get_by_role("option", name="rgb").click()
+        wait_for(lambda: "(red) to" not in report(page), what="the page to go back to rgb")
+
+
 def test_the_panel_offers_the_cuda_variants_only_with_a_gpu():
     from gsexp.view.controls import CUDA_SPECS, REFERENCE_SPECS, rasterizer_specs
 

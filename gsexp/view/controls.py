@@ -1,4 +1,5 @@
-"""The viewer's panel: rasterizer, intersect mode, resolution, SH bands, and the stats line.
+"""The viewer's panel: rasterizer, intersect mode, channel (colour or depth), resolution, SH
+bands, and the stats line.
 Every choice becomes a settings object of gsexp/render/settings.py; the panel knows nothing
 of how a variant renders."""
 from __future__ import annotations
@@ -52,12 +53,14 @@ class Controls:
                                                hint="settings object of gsexp/render/settings.py")
             self.intersect = gui.add_dropdown("Intersect", list(INTERSECTS), initial_value=intersect,
                                               hint="tiles a Gaussian's entries go to")
+            self.channel = gui.add_dropdown("Channel", ["rgb", "depth"], initial_value="rgb",
+                                            hint="depth: expected depth, near red to far blue (2-98 % of the frame)")
             self.height = gui.add_slider("Height (px)", min=64, max=2160, step=8, initial_value=height,
                                          hint="render height; the width follows the window")
             self.sh_degree = gui.add_slider("SH degree", min=0, max=max(sh_degree, 0), step=1,
                                             initial_value=sh_degree, disabled=sh_degree == 0)
         self.stats = gui.add_markdown("waiting for the first frame")
-        for handle in (self.rasterizer, self.intersect, self.height, self.sh_degree):
+        for handle in (self.rasterizer, self.intersect, self.channel, self.height, self.sh_degree):
             handle.on_update(self._changed)
 
     def _changed(self, _event) -> None:
@@ -65,7 +68,7 @@ class Controls:
 
     def settings(self) -> RasterSettings:
         settings = parse_rasterizer(self.rasterizer.value).settings
-        return settings.replace(intersect=self.intersect.value, timing=True)
+        return settings.replace(intersect=self.intersect.value, timing=True, depth=self.channel.value == "depth")
 
     def show(self, stats: dict) -> None:
         self.stats.content = stats_text(stats)
@@ -78,7 +81,9 @@ def stats_text(s: dict) -> str:
     stages = sorted(s["stage_ms"].items(),
                     key=lambda kv: LABEL_PRIORITY.index(kv[0]) if kv[0] in LABEL_PRIORITY else 99)
     stage_line = " · ".join(f"{k} {v:.2f}" for k, v in stages) or "no stage times"
-    return (f"**{s['rasterizer']}** · intersect {s['intersect']} · {s['width']}×{s['height']} · {s['device']}  \n"
+    channel = " · depth {:.3g} (red) to {:.3g} (blue)".format(*s["depth_range"]) if "depth_range" in s else ""
+    return (f"**{s['rasterizer']}** · intersect {s['intersect']} · {s['width']}×{s['height']} · {s['device']}"
+            f"{channel}  \n"
             f"**{s['fps']:.1f} FPS** · frame {s['frame_ms']:.1f} ms · render {s['render_ms']:.2f} ms  \n"
             f"stages (ms): {stage_line}  \n"
             f"{s['gaussians']:,} Gaussians · {s['pairs']:,} pairs")

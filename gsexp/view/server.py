@@ -12,6 +12,7 @@ import traceback
 import numpy as np
 import torch
 
+from gsexp.depth_colors import depth_colors, depth_range, to_uint8
 from gsexp.render import render
 from gsexp.view import cameras as cams
 from gsexp.view.controls import Controls, rasterizer_specs
@@ -159,12 +160,16 @@ class Viewer:
                 start = time.perf_counter()
                 out = render(g, camera.to(self.device), settings, background=self.source.background,
                              sh_degree=min(self.controls.sh_degree.value, g.sh_degree))
-                image = (out.image.clamp(0, 1) * 255).round().byte().permute(1, 2, 0).cpu().numpy()
+                if settings.depth:
+                    stats["depth_range"] = span = depth_range(out.depth, out.alpha)
+                    image = to_uint8(depth_colors(out.depth, out.alpha, *span))
+                else:
+                    image = to_uint8(out.image)
                 render_ms = (time.perf_counter() - start) * 1e3  # .cpu() waited for the GPU
         except Exception as err:  # a variant that cannot run here: say so on the page, keep serving
             traceback.print_exc()
             return None, {**stats, "error": f"{type(err).__name__}: {err}".splitlines()[0]}
-        return np.ascontiguousarray(image), {**stats, "render_ms": render_ms, "stage_ms": dict(out.stage_ms),
+        return image, {**stats, "render_ms": render_ms, "stage_ms": dict(out.stage_ms),
                                              "pairs": int(out.num_pairs)}
 
 
