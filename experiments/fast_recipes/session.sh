@@ -11,7 +11,8 @@
 #   turbo     experiment=lego_turbo (both, the budget following the resolution: DashGaussian's primitive schedule)
 #   turbo_free  lego_turbo without the primitive schedule (strategy.options.follow_resolution=false)
 #   turbo15k, turbo20k  lego_turbo in 15K / 20K steps (every schedule scaled): the frontier toward
-#             the issue's 30 s (turbo15k in RECIPES by default)
+#             the issue's 30 s (turbo15k in RECIPES by default); any turbo<N>k[_b<M>] likewise, in
+#             N thousand steps [with a budget of M x the initial Gaussians], e.g. turbo17k, turbo15k_b2.5
 #   batch2, batch4  lego_fast with batch_size=k and 30000/k steps (as many views; issue 41): whether k
 #             views a step train faster per view, and what it costs in quality (not in RECIPES by default)
 #   fastgs    + strategy=fastgs (FastGS's multi-view scores gate densification and steer pruning)
@@ -39,8 +40,8 @@ for seed in $SEEDS; do for r in $RECIPES; do
     fastgs_3dgsrule) args="experiment=lego_fast strategy=fastgs strategy.options.percent_dense=0.01 strategy.options.split_absgrad_threshold=null" ;;
     turbo) args="experiment=lego_turbo" ;;
     turbo_free) args="experiment=lego_turbo strategy.options.follow_resolution=false" ;;  # no primitive schedule
-    turbo15k) args="experiment=lego_turbo iterations=15000" ;;
-    turbo20k) args="experiment=lego_turbo iterations=20000" ;;
+    turbo[0-9]*k*) n=${r#turbo}; args="experiment=lego_turbo iterations=${n%%k*}000"
+      [[ $r == *_b* ]] && args="$args strategy.options.budget_multiple=${r##*_b}" ;;
     batch2) args="experiment=lego_fast batch_size=2 iterations=15000" ;;
     batch4) args="experiment=lego_fast batch_size=4 iterations=7500" ;;
     *) log "unknown recipe $r"; continue ;;
