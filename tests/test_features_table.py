@@ -30,6 +30,14 @@ def test_features_and_seeds_group_and_the_spread_is_per_view(tmp_path):
     assert both[1:5] == ["both", "2", "23.62", "24.00"] and both[9] == "0.25, 0.50 |"
 
 
+def test_turbo_at_half_the_steps_is_its_own_row(tmp_path):
+    write(tmp_path, "beer_prepared_tcgs_accutile_turbo", [22.0, 24.0])
+    write(tmp_path, "beer_prepared_tcgs_accutile_turbo15k", [21.0, 23.0])
+    write(tmp_path, "beer_prepared_tcgs_accutile_turbo15k_s1", [21.0, 24.0])
+    rows = [r.split(" | ") for r in features_table.table([tmp_path]).splitlines()[2:]]
+    assert [(r[1], r[2], r[3]) for r in rows] == [("turbo15k", "2", "22.25"), ("turbo", "1", "23.00")]
+
+
 def test_feature_ops_counts_each_feature():
     """experiments/real_captures/feature_ops.py: a torch-op count per per-view feature, forward and
     backward, on the CPU."""

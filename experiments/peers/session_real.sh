@@ -13,8 +13,9 @@
 #    the session lasts (run.sh skips finished runs, so a later session goes on from where it stopped).
 # ~12 min for part 1 (builds 2, prepare 1, four runs ~8), then ~80 s per study run.
 # Second session (beer's seeds, the per-view features after their speed fix), the same calls with
-#   PEER_RUNS="beer_prepared:0 beer_prepared:1 fern_prepared:0 beer_prepared:2" STUDY_DATAS=beer_prepared STUDY_FEATS="app pose grid" STUDY_SEEDS=0
-# exported before the first call's `setsid nohup ...` (~25 min). gsexp's train_seconds now
+#   PEER_RUNS="beer_prepared:0 beer_prepared:1 fern_prepared:0 beer_prepared:2" STUDY_DATAS=beer_prepared STUDY_FEATS="app pose grid turbo15k" STUDY_SEEDS=0
+# exported before the first call's `setsid nohup ...` (~25 min; turbo15k, the turbo recipe in 15K
+# steps, is issue 40's "at half the time" row). gsexp's train_seconds now
 # leaves out the periodic evaluations and checkpoints, which the first session's counted.
 set -u
 # What runs (defaults: the first session's plan)

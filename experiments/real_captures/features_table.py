@@ -16,7 +16,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-FEATURES = ("app", "pose", "both", "grid", "gridpose", "turbo")
+FEATURES = ("app", "pose", "both", "grid", "gridpose", "turbo15k", "turbo")
 NAME = re.compile(rf"^(?P<base>.+?)(?:_(?P<feat>{'|'.join(FEATURES)}))?(?:_s(?P<seed>\d+))?$")
 
 
