@@ -22,13 +22,24 @@ def error_map(img: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     return torch.stack([(3 * t).clamp(0, 1), (3 * t - 1).clamp(0, 1), (3 * t - 2).clamp(0, 1)])
 
 
-def save_comparison(path: Path, ref: torch.Tensor, img: torch.Tensor) -> None:
-    """ground truth | render | error map, side by side, as an 8-bit PNG."""
+def to_uint8(image: torch.Tensor) -> np.ndarray:
+    """A [3, H, W] image in [0, 1] (NaN as 0, clamped) as an [H, W, 3] uint8 array, rounded."""
+    if image.ndim != 3 or image.shape[0] != 3:
+        raise ValueError(f"expected an image of shape [3,H,W], got {tuple(image.shape)}")
+    img = image.detach().float().nan_to_num(0.0).clamp(0.0, 1.0)
+    return np.ascontiguousarray((img * 255.0).round().to(torch.uint8).permute(1, 2, 0).cpu().numpy())
+
+
+def save_png(path: Path, image: torch.Tensor) -> None:
+    """A [3, H, W] image in [0, 1] as an 8-bit PNG."""
     from PIL import Image
 
-    row = torch.cat([ref, img, error_map(img, ref)], dim=2).clamp(0, 1)
-    pixels = (row * 255).round().byte().permute(1, 2, 0).cpu().numpy()
-    Image.fromarray(np.ascontiguousarray(pixels)).save(path)
+    Image.fromarray(to_uint8(image)).save(path)
+
+
+def save_comparison(path: Path, ref: torch.Tensor, img: torch.Tensor) -> None:
+    """ground truth | render | error map, side by side, as an 8-bit PNG."""
+    save_png(path, torch.cat([ref, img, error_map(img, ref)], dim=2))
 
 
 class BackgroundWriter:

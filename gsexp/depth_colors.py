@@ -54,9 +54,3 @@ def depth_colors(depth: torch.Tensor, alpha: torch.Tensor, near: float | None = 
     index = ((1 - t) * 255).round().long()  # near is the map's top (red)
     return (_turbo(depth.device)[index] * alpha.float().clamp(0, 1)[..., None]).permute(2, 0, 1)
 
-
-def to_uint8(image: torch.Tensor):
-    """[3, H, W] float in [0, 1] -> [H, W, 3] uint8 numpy array (what PNG and video writers take)."""
-    import numpy as np
-
-    return np.ascontiguousarray((image.clamp(0, 1) * 255).round().byte().permute(1, 2, 0).cpu().numpy())

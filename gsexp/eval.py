@@ -45,7 +45,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gsexp.atomic import atomic_write
-from gsexp.comparison import CAPTION, ERROR_GAIN, BackgroundWriter, error_map, save_comparison  # noqa: F401  (gsexp.eval.error_map)
+from gsexp.comparison import CAPTION, ERROR_GAIN, BackgroundWriter, error_map, save_comparison, save_png  # noqa: F401  (gsexp.eval.error_map)
 from gsexp.errors import USER_ERRORS, UserError, one_line
 from gsexp.export import check_model_path, load_model
 from gsexp.paths import REPO_ROOT
@@ -167,7 +167,7 @@ def evaluate_views(g, cameras, images, settings, background, device, lpips_net, 
     """Render every view; its metrics, render time and comparison PNG (and with settings.depth
     its depth picture, <view>_depth.png, and depth_range)."""
     from gsexp import metrics
-    from gsexp.depth_colors import depth_colors, depth_range, to_uint8
+    from gsexp.depth_colors import depth_colors, depth_range
     from gsexp.render import render
     from gsexp.train.evaluate import synced_clock
 
@@ -188,14 +188,8 @@ def evaluate_views(g, cameras, images, settings, background, device, lpips_net, 
                 span = depth_range(rendered.depth, rendered.alpha)
                 rows[-1]["depth_range"] = list(span)
                 writer.submit(save_png, out / f"{Path(name).stem}_depth.png",
-                              to_uint8(depth_colors(rendered.depth, rendered.alpha, *span)))
+                              depth_colors(rendered.depth, rendered.alpha, *span))
     return rows
-
-
-def save_png(path: Path, pixels) -> None:
-    from PIL import Image
-
-    Image.fromarray(pixels).save(path)
 
 
 def mean_row(rows: list[dict]) -> dict:

@@ -5,13 +5,13 @@ Every metric takes ``img`` and ``ref`` of shape [3,H,W] or [B,3,H,W] and returns
 computed per image, then averaged, as 3DGS papers report it).
 
 LPIPS never downloads anything: the ImageNet backbone comes from a local file (see
-``lpips``) and the linear layers from the ``lpips`` package itself.
+``lpips``) and the linear layers from the ``lpips`` package's files (gsexp/lpips_net.py runs the
+network without importing that package or torchvision).
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 import torch
@@ -125,27 +125,18 @@ def find_lpips_weights(net: str, weights: str | os.PathLike | None = None) -> Pa
 
 
 def _build_lpips(net: str, weights_path: Path) -> torch.nn.Module:
-    import lpips as lpips_pkg  # imported lazily: it is slow and only LPIPS needs it
-
-    # pnet_rand=True builds the backbone untrained, so torchvision has nothing to
-    # download; pretrained=True still loads the package's own v0.1 linear layers.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # torchvision's `pretrained=` deprecation
-        model = lpips_pkg.LPIPS(net=net, pretrained=True, pnet_rand=True, verbose=False)
+    from gsexp.lpips_net import LPIPS, features, package_weights
 
     # Accepts the features-only dict or a full torchvision checkpoint (classifier ignored).
     state = torch.load(weights_path, map_location="cpu", weights_only=True)
-    features = {k[len("features."):]: v for k, v in state.items() if k.startswith("features.")}
-    # lpips splits torchvision's `features` into slices whose children keep the
-    # original index N, so "sliceK.N.weight" comes from "features.N.weight".
+    state = {k[len("features."):]: v for k, v in state.items() if k.startswith("features.")}
     backbone = {}
-    for name in model.net.state_dict():
-        _, index_and_param = name.split(".", 1)
-        if index_and_param not in features:
-            raise KeyError(f"{weights_path} lacks features.{index_and_param} for LPIPS net={net!r}")
-        backbone[name] = features[index_and_param]
-    model.net.load_state_dict(backbone)
-
+    for name in features(net).state_dict():
+        if name not in state:
+            raise KeyError(f"{weights_path} lacks features.{name} for LPIPS net={net!r}")
+        backbone[name] = state[name]
+    linear = torch.load(package_weights(net), map_location="cpu", weights_only=True)
+    model = LPIPS(net, backbone, linear)
     model.eval()
     model.requires_grad_(False)
     return model
@@ -167,9 +158,13 @@ def lpips(
     if net not in LPIPS_BACKBONES:
         raise ValueError(f"unknown LPIPS net {net!r}; choose one of {sorted(LPIPS_BACKBONES)}")
     img, ref = _as_batch(img, ref)
+    return _lpips_model(net, img.device, weights)(img.float(), ref.float()).mean()
+
+
+def _lpips_model(net: str, device, weights: str | os.PathLike | None = None) -> torch.nn.Module:
+    """The network for `net` on `device`, built once per backbone file and device."""
     path = find_lpips_weights(net, weights).resolve()
-    key = (net, str(path), str(img.device))
+    key = (net, str(path), str(device))
     if key not in _lpips_cache:
-        _lpips_cache[key] = _build_lpips(net, path).to(img.device)
-    model = _lpips_cache[key]
-    return model(img.float(), ref.float(), normalize=True).mean()  # normalize: [0,1] -> [-1,1]
+        _lpips_cache[key] = _build_lpips(net, path).to(device)
+    return _lpips_cache[key]

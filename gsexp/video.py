@@ -92,7 +92,8 @@ def write_video(frames, out: Path, fps: int, total: int) -> int:
 def rendered(source, cameras, settings, device, depth_range: list | None = None):
     """The frames as [H, W, 3] uint8; with settings.depth, the depth pictures, all in one range:
     `depth_range` (filled with the first frame's when empty)."""
-    from gsexp.depth_colors import depth_colors, depth_range as range_of, to_uint8
+    from gsexp.comparison import to_uint8
+    from gsexp.depth_colors import depth_colors, depth_range as range_of
     from gsexp.render import render
 
     g = source.gaussians.to(device)

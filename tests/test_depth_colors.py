@@ -8,7 +8,8 @@ import pytest
 import torch
 from PIL import Image
 
-from gsexp.depth_colors import depth_colors, depth_range, to_uint8
+from gsexp.comparison import to_uint8
+from gsexp.depth_colors import depth_colors, depth_range
 from gsexp.render import make_settings, render
 from gsexp.scene.synthetic import ground_truth, ring_cameras
 from test_video_live import TINY_SCENE, decoded, run_dir  # noqa: F401  (run_dir: the video tests' run folder)

@@ -70,6 +70,57 @@ def test_lpips_matches_official(no_download, monkeypatch, net, d_p0, d_p1):
     assert len(metrics._lpips_cache) == 1
 
 
+def package_lpips(net: str) -> torch.nn.Module:
+    """The lpips package's own LPIPS v0.1 with the shared backbone: what gsexp/lpips_net.py redoes."""
+    import warnings
+
+    import lpips as lpips_pkg
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        model = lpips_pkg.LPIPS(net=net, pretrained=True, pnet_rand=True, verbose=False)
+    state = torch.load(metrics.find_lpips_weights(net), map_location="cpu", weights_only=True)
+    model.net.load_state_dict({k: state["features." + k.split(".", 1)[1]] for k in model.net.state_dict()})
+    return model.eval().requires_grad_(False)
+
+
+@needs_shared
+@pytest.mark.parametrize("net", ["vgg", "alex"])
+def test_lpips_equals_the_lpips_package(net, monkeypatch):
+    """Fresh random pairs (and a 37x61 size that pools unevenly): the value per image and the
+    gradient with respect to the image equal the package's to float32 rounding."""
+    monkeypatch.setenv("GSEXP_SHARED", str(SHARED))
+    theirs = package_lpips(net)
+    gen = torch.Generator().manual_seed(11 if net == "vgg" else 12)
+    for shape in [(2, 3, 64, 64), (1, 3, 37, 61)]:
+        ref = torch.rand(shape, generator=gen)
+        img = (ref + 0.3 * torch.randn(shape, generator=gen)).clamp(0, 1).requires_grad_()
+        ours_img = img.detach().clone().requires_grad_()
+        want = theirs(img, ref, normalize=True).reshape(-1)
+        got = metrics._lpips_model(net, ours_img.device)(ours_img, ref)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+        want.sum().backward()
+        got.sum().backward()
+        torch.testing.assert_close(ours_img.grad, img.grad, rtol=1e-4, atol=1e-7)
+
+
+def test_lpips_needs_neither_the_lpips_package_nor_torchvision_imported():
+    """Their import pulls torch._dynamo in (over a second of every evaluation): LPIPS runs without."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch; from gsexp import metrics; x = torch.rand(1, 3, 32, 32); "
+            "print(round(metrics.lpips(x, x.flip(-1), net='alex').item(), 6)); "
+            "print(sorted(m for m in ('lpips', 'torchvision', 'torch._dynamo') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                         env={**os.environ, "GSEXP_SHARED": str(SHARED)})
+    if "no ImageNet backbone" in out.stderr:
+        pytest.skip(f"shared weights not found at {SHARED}")
+    assert out.returncode == 0, out.stderr
+    value, modules = out.stdout.strip().splitlines()
+    assert float(value) > 0 and modules == "[]"
+
+
 @needs_shared
 def test_lpips_weights_argument_and_full_checkpoint(no_download, monkeypatch, tmp_path):
     # A torchvision-style full checkpoint (features.* plus classifier.*) is accepted too.

@@ -1,6 +1,7 @@
 """fused_adam_step equals torch.optim.Adam (CPU fallback here; the CUDA kernel in the GPU
 tests, skipped without one), keeps Adam's state format (surgery, checkpoints), and its
-sparse mode leaves invisible rows untouched."""
+sparse mode leaves invisible rows untouched. gsexp's own Adam container steps and saves as
+torch's does."""
 import copy
 import io
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 from gsexp.gaussians import surgery
-from gsexp.train.optim import fused_adam_step, zero_grads
+from gsexp.train.optim import Adam, fused_adam_step, zero_grads
 from gsexp.train.params import make_optimizers, means_lr
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -62,7 +63,7 @@ def assert_same(params_a, opts_a, params_b, opts_b, rtol=1e-6):
 def pair(n=37, device="cpu", foreach=None):
     ref = make_params(n, device=device)
     ours = clone(ref)
-    ref_opts = make_optimizers(ref, extent=2.0)
+    ref_opts = make_optimizers(ref, extent=2.0, torch_adam=True)
     for opt in ref_opts.values():
         opt.param_groups[0]["foreach"] = foreach
     return ref, ref_opts, ours, make_optimizers(ours, extent=2.0)
@@ -150,6 +151,53 @@ def test_state_is_interchangeable_with_torch_adam():
         torch_step(ref_opts)
         (torch_step if step % 2 else fused_adam_step)(opts)
         assert_same(ours, opts, ref, ref_opts)
+
+
+def test_own_adam_is_torch_adam_bit_for_bit_and_saves_in_its_format():
+    """The trainer's container (no torch.optim.Optimizer, so no torch._dynamo import): opt.step()
+    equals torch.optim.Adam exactly over changing learning rates, a surgery and a skipped group;
+    a state dict saved by either loads into the other and the runs go on identically."""
+    ref, ref_opts, ours, opts = pair()
+    assert all(type(o) is Adam for o in opts.values()) and all(type(o) is torch.optim.Adam for o in ref_opts.values())
+    for step in range(STEPS):
+        if step == 4:
+            for p, o in ((ref, ref_opts), (ours, opts)):
+                surgery.duplicate(p, o, torch.arange(len(p["means"])) % 3 == 0)
+        set_lr(ref_opts, step)
+        set_lr(opts, step)
+        skip = ("quats",) if step == 2 else ()
+        set_grads(ref, step, skip)
+        set_grads(ours, step, skip)
+        torch_step(ref_opts)
+        torch_step(opts)
+        assert_same(ours, opts, ref, ref_opts, rtol=0)
+    saved_ours = {k: o.state_dict() for k, o in opts.items()}
+    saved_ref = {k: o.state_dict() for k, o in ref_opts.items()}
+    for k in saved_ours:  # the same format: keys, packed indices, options
+        assert saved_ours[k]["state"].keys() == saved_ref[k]["state"].keys()
+        assert set(saved_ref[k]["param_groups"][0]) <= set(saved_ours[k]["param_groups"][0])
+    # across: torch's dict into ours and ours into torch's, then both go on
+    crossed_ours, crossed_ref = clone(ours), clone(ref)
+    into_ours = make_optimizers(crossed_ours, extent=2.0)
+    into_ref = make_optimizers(crossed_ref, extent=2.0, torch_adam=True)
+    for k in saved_ours:
+        into_ours[k].load_state_dict(saved_ref[k])
+        into_ref[k].load_state_dict(saved_ours[k])
+    for step in range(STEPS, STEPS + 3):
+        for p, o in ((ref, ref_opts), (crossed_ours, into_ours), (crossed_ref, into_ref)):
+            set_lr(o, step)
+            set_grads(p, step)
+            torch_step(o)
+        assert_same(crossed_ours, into_ours, ref, ref_opts, rtol=0)
+        assert_same(crossed_ref, into_ref, ref, ref_opts, rtol=0)
+
+
+def test_own_adam_refuses_what_torch_adam_refuses():
+    with pytest.raises(ValueError, match="empty parameter list"):
+        Adam([])
+    a = Adam([torch.nn.Parameter(torch.zeros(3))])
+    with pytest.raises(ValueError, match="different number"):
+        a.load_state_dict(Adam([torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(2))]).state_dict())
 
 
 def sparse_vs_dense(device, steps=3, n=41):

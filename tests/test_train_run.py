@@ -221,3 +221,21 @@ def test_periodic_evaluation_and_checkpoints_are_off_the_training_clock(tmp_path
     assert slowed_run["paused_s"]["evaluation"] > fast["paused_s"]["evaluation"] + 1.9
     assert slowed_run["paused_s"]["checkpoints"] > fast["paused_s"]["checkpoints"] + 1.9
     assert slowed_run["train_seconds"] < fast["train_seconds"] + 2.0  # on the clock they would add 4
+
+
+def test_a_training_imports_neither_dynamo_nor_torchvision(tmp_path, shared):
+    """torch._dynamo (with torchvision, torchmetrics and the lpips package, which import it) took
+    over a second at each job's start and another at its evaluation (issue 39): a training with
+    densification, checkpoints and an LPIPS evaluation must load none of them."""
+    args = [a for a in TINY if a not in ("eval_lpips=false", "strategy=none")]
+    args += ["eval_lpips=true", "iterations=30", "eval_every=20", "checkpoint_every=20"]
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['train.py', *{[*args, f'paths.root={tmp_path}']!r}]\n"
+            "try:\n    runpy.run_path('train.py', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch._dynamo', 'torchvision', 'torchmetrics', 'lpips') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "WANDB_MODE": "offline", "GSEXP_SHARED": str(shared)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    (summary,) = summaries(tmp_path).values()
+    assert summary["status"] == "ok" and summary["lpips"] is not None  # the evaluation ran LPIPS
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -29,7 +29,8 @@ class Mask(NoCompression):
         if "mask_logits" not in params:  # a resumed run brings its own
             means = params["means"]
             params["mask_logits"] = torch.nn.Parameter(torch.ones(len(means), device=means.device))
-        optimizers["mask_logits"] = torch.optim.Adam(
+        adam = type(optimizers["means"])  # the run's kind: gsexp's Adam, or torch's with fused_adam=false
+        optimizers["mask_logits"] = adam(
             [{"params": [params["mask_logits"]], "lr": self.lr, "name": "mask_logits"}], eps=1e-15)
 
     def gaussians(self, params, sh_degree: int):

@@ -111,14 +111,6 @@ def to_plain(value, nonfinite_as_str: bool = False):
     return str(value)
 
 
-def to_uint8_hwc(image: torch.Tensor):
-    """A [3,H,W] image in [0,1] as an [H,W,3] uint8 numpy array."""
-    if image.ndim != 3 or image.shape[0] != 3:
-        raise ValueError(f"expected an image of shape [3,H,W], got {tuple(image.shape)}")
-    img = image.detach().float().cpu().nan_to_num(0.0).clamp(0.0, 1.0)
-    return (img * 255.0).round().to(torch.uint8).permute(1, 2, 0).contiguous().numpy()
-
-
 def safe_name(text: str) -> str:
     """Keep letters, digits and . , = + - _; anything else (/, spaces, ...) becomes '_'."""
     return re.sub(r"[^A-Za-z0-9.,=+_-]", "_", text)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import torch
 
-from gsexp.track.base import Logger, to_number, to_plain, to_uint8_hwc
+from gsexp.comparison import to_uint8
+from gsexp.track.base import Logger, to_number, to_plain
 
 
 def resolve_mode(mode: str = "offline") -> str:
@@ -38,7 +39,7 @@ class WandbLogger(Logger):
         self.run.log({k: to_number(k, v) for k, v in metrics.items()}, step=int(step))
 
     def log_image(self, key: str, image: torch.Tensor, step: int) -> None:
-        self.run.log({key: self._wandb.Image(to_uint8_hwc(image))}, step=int(step))
+        self.run.log({key: self._wandb.Image(to_uint8(image))}, step=int(step))
 
     def summary(self, values: dict) -> None:
         self.run.summary.update(to_plain(values))

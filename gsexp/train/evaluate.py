@@ -10,7 +10,7 @@ import torch
 from omegaconf import DictConfig
 
 from gsexp import metrics
-from gsexp.comparison import BackgroundWriter, save_comparison
+from gsexp.comparison import BackgroundWriter, save_comparison, save_png
 from gsexp.gaussians import Gaussians
 from gsexp.render import render
 from gsexp.train.progress import Progress
@@ -63,10 +63,8 @@ def evaluate(g: Gaussians, scene, settings, device, logger, step: int, *, lpips_
                              "lpips": metrics.lpips(img, ref, net=lpips_net).item() if lpips_net else None,
                              "render_ms": render_ms[-1]})  # the spread over views: the dashboard's error bars
             if renders_dir is not None:
-                from torchvision.utils import save_image
-
                 img_host = img.cpu()
-                writer.submit(save_image, img_host, renders_dir / f"test_{i:03d}.png")
+                writer.submit(save_png, renders_dir / f"test_{i:03d}.png", img_host)
                 writer.submit(save_comparison, renders_dir / f"test_{i:03d}_compare.png", ref_host.cpu(), img_host)
             if i == 0:
                 logger.log_image(f"{prefix}/render", img, step)

@@ -1,21 +1,82 @@
 """One Adam step for every optimizer at once: `fused_adam_step(optimizers)` replaces
 `for opt in optimizers.values(): opt.step()`.
 
-The torch.optim.Adam objects stay the containers: their param_groups (lr, betas, eps) are
-read and their `state` ("step" as a float32 CPU tensor, "exp_avg", "exp_avg_sq") is read
-and written exactly as Adam keeps it, so strategy surgery and state_dict checkpoints work
-unchanged and a run may switch between this and `opt.step()` at any step. CUDA tensors take
-one kernel launch (csrc/adam.cu) for up to 8 tensors; other tensors a torch implementation
-with the same semantics.
+The optimizers are containers: `Adam` below, or torch.optim.Adam (`fused_adam=false` trains
+with torch's). Their param_groups (lr, betas, eps) are read and their `state` ("step" as a
+float32 CPU tensor, "exp_avg", "exp_avg_sq") is read and written exactly as torch's Adam keeps
+it, so strategy surgery and state_dict checkpoints work unchanged and a run may switch between
+this and `opt.step()` at any step. CUDA tensors take one kernel launch (csrc/adam.cu) for up to
+8 tensors; other tensors a torch implementation with the same semantics.
 """
 from __future__ import annotations
 
+import copy
 import weakref
+from collections import defaultdict
 from dataclasses import dataclass
 
 import torch
 
 MAX_TENSORS = 8  # csrc/train_ops_adam.h: ADAM_MAX_TENSORS
+# torch.optim.Adam's group options, so a state dict of either loads into the other
+ADAM_DEFAULTS = {"weight_decay": 0.0, "amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
+                 "differentiable": False, "fused": None, "decoupled_weight_decay": False}
+
+
+class Adam:
+    """A plain Adam: torch.optim.Adam's param_groups, state and state_dict format, stepped by
+    fused_adam_step. Not a torch.optim.Optimizer: constructing one of those imports
+    torch._dynamo, about a second of every training's start-up (issue 39). `step()` runs the
+    update in torch ops (bit-identical to torch's Adam on the CPU, tests/test_optim.py), on any
+    device; the trainer steps CUDA tensors with fused_adam_step's one launch instead."""
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8):
+        groups = [params] if torch.is_tensor(params) else list(params)
+        if groups and not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        self.defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, **ADAM_DEFAULTS}
+        self.param_groups = []
+        for group in groups:
+            tensors = [group["params"]] if torch.is_tensor(group["params"]) else list(group["params"])
+            self.param_groups.append({**self.defaults, **group, "params": tensors})
+        if not any(g["params"] for g in self.param_groups):
+            raise ValueError("Adam got an empty parameter list")
+        self.state: defaultdict = defaultdict(dict)
+
+    def step(self) -> None:
+        fused_adam_step({"adam": self}, kernel=False)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        zero_grads({"adam": self})
+
+    def state_dict(self) -> dict:
+        """As torch.optim.Optimizer.state_dict: tensors by their index over the groups."""
+        index: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+            groups.append({**{k: v for k, v in group.items() if k != "params"},
+                           "params": [index[id(p)] for p in group["params"]]})
+        return {"state": {index[id(p)]: s for p, s in self.state.items()}, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """As torch.optim.Optimizer.load_state_dict: moments to each tensor's device and dtype,
+        "step" kept on the CPU; the groups' options from the dict, the tensors this Adam's."""
+        saved = copy.deepcopy(state_dict)
+        groups = saved["param_groups"]
+        if [len(g["params"]) for g in groups] != [len(g["params"]) for g in self.param_groups]:
+            raise ValueError("loaded state dict has a different number of parameter groups or tensors "
+                             f"({[len(g['params']) for g in groups]} against "
+                             f"{[len(g['params']) for g in self.param_groups]})")
+        tensors = dict(zip((i for g in groups for i in g["params"]),
+                           (p for g in self.param_groups for p in g["params"])))
+        self.state = defaultdict(dict)
+        for i, entry in saved["state"].items():
+            p = tensors[i]
+            self.state[p] = {k: v.to(p.device, p.dtype if v.is_floating_point() else v.dtype)
+                             if torch.is_tensor(v) and k != "step" else v for k, v in entry.items()}
+        self.param_groups = [{**ADAM_DEFAULTS, **g, "params": own["params"]} for g, own in zip(groups, self.param_groups)]
 
 
 @dataclass
@@ -32,8 +93,9 @@ class _Entry:
 
 
 @torch.no_grad()
-def fused_adam_step(optimizers: dict[str, torch.optim.Adam], visible: torch.Tensor | None = None) -> None:
+def fused_adam_step(optimizers: dict, visible: torch.Tensor | None = None, kernel: bool = True) -> None:
     """Step every Adam in `optimizers` (params with grad None are skipped, as Adam does).
+    kernel=False: CUDA tensors too in torch ops (Adam.step).
 
     visible: optional [N] bool, N the rows of every stepped tensor: sparse Adam (Taming 3DGS /
     3DGS's accelerated "sparse adam"): rows not visible keep their param and moments unchanged.
@@ -62,14 +124,14 @@ def fused_adam_step(optimizers: dict[str, torch.optim.Adam], visible: torch.Tens
         _CHECKED[key] = weakref.ref(p, lambda _, key=key: _CHECKED.pop(key, None))
     for device, entries in by_device.items():
         mask = None if visible is None else visible.to(device=device, dtype=torch.bool).contiguous()
-        if device.type == "cuda":
+        if device.type == "cuda" and kernel:
             _step_cuda(entries, mask)
         else:
             for e in entries:
                 _step_torch(e, mask)
 
 
-def zero_grads(optimizers: dict[str, torch.optim.Adam]) -> None:
+def zero_grads(optimizers: dict) -> None:
     """opt.zero_grad(set_to_none=True) for each, without its per-call overhead (profiler hooks)."""
     for opt in optimizers.values():
         for group in opt.param_groups:
@@ -107,7 +169,7 @@ def _check_tensor(group: dict, p: torch.Tensor) -> None:
         raise ValueError(f"fused_adam_step: CUDA params must be contiguous float32 (group {name!r}: {p.dtype})")
 
 
-def _state(opt: torch.optim.Adam, p: torch.Tensor) -> dict:
+def _state(opt, p: torch.Tensor) -> dict:
     """Adam's state for p, created as Adam's lazy init does (step on the CPU: no device sync)."""
     state = opt.state[p]
     if len(state) == 0:
@@ -126,7 +188,7 @@ def _state(opt: torch.optim.Adam, p: torch.Tensor) -> dict:
     return state
 
 
-def _entry(opt: torch.optim.Adam, group: dict, p: torch.Tensor) -> _Entry:
+def _entry(opt, group: dict, p: torch.Tensor) -> _Entry:
     """Advance p's counter; its update's scalars come from CPU values only (no device sync)."""
     state = _state(opt, p)
     state["step"] += 1

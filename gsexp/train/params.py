@@ -6,6 +6,8 @@ import math
 
 import torch
 
+from gsexp.train.optim import Adam
+
 # name -> learning rate; "means" is scaled by the scene extent
 LEARNING_RATES = {
     "means": 1.6e-4,
@@ -17,13 +19,15 @@ LEARNING_RATES = {
 }
 
 
-def make_optimizers(params: dict, extent: float, lr_scale: dict | None = None) -> dict[str, torch.optim.Adam]:
-    """One Adam per group (so rows can be added or dropped per group), eps 1e-15 as in 3DGS."""
+def make_optimizers(params: dict, extent: float, lr_scale: dict | None = None, torch_adam: bool = False) -> dict:
+    """One Adam per group (so rows can be added or dropped per group), eps 1e-15 as in 3DGS:
+    gsexp.train.optim.Adam, or torch.optim.Adam with torch_adam (fused_adam=false)."""
     lr_scale = lr_scale or {}
+    kind = torch.optim.Adam if torch_adam else Adam
     opts = {}
     for name, p in params.items():
         lr = LEARNING_RATES[name] * (extent if name == "means" else 1.0) * lr_scale.get(name, 1.0)
-        opts[name] = torch.optim.Adam([{"params": [p], "lr": lr, "name": name}], eps=1e-15)
+        opts[name] = kind([{"params": [p], "lr": lr, "name": name}], eps=1e-15)
     return opts
 
 
@@ -34,7 +38,7 @@ def means_lr(step: int, total: int, extent: float, hold: int = 0) -> float:
     return extent * 1.6e-4 ** (1 - t) * 1.6e-6 ** t
 
 
-def scale_for_batch(optimizer: torch.optim.Optimizer, k: int) -> None:
+def scale_for_batch(optimizer, k: int) -> None:
     """k views a step (batch_size): lr x sqrt(k) and eps / sqrt(k) as gsplat's trainer; betas to
     the k-th power, the decay of k one-view steps (gsplat's 1 - k (1 - beta) agrees to first
     order and turns negative past k = 10)."""

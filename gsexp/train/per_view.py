@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import torch
 
+from gsexp.train.optim import Adam
+
 
 class PerView:
     def __init__(self, shape: tuple[int, ...], device, lr: float, reg: float, eps: float = 1e-8):
         self.delta = torch.nn.Parameter(torch.zeros(shape, device=device))
-        self.optimizer = torch.optim.Adam([self.delta], lr=lr, eps=eps)
+        self.optimizer = Adam([self.delta], lr=lr, eps=eps)
         self.reg = reg
 
     def regularization(self, view: int) -> torch.Tensor:

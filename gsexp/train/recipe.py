@@ -198,7 +198,8 @@ def view_loss_of(run: Run, view: int, step: int, bg, sh_degree: int, timer: Phas
 
 def optimizer_step(run: Run, outs: list) -> None:
     """Adam on every parameter: one fused launch on a GPU (sparse_adam: only the Gaussians the
-    step's views saw move, as Taming 3DGS), torch's own step on a CPU."""
+    step's views saw move, as Taming 3DGS), opt.step() on a CPU or with fused_adam=false (then
+    torch.optim.Adam's own step)."""
     optimizers, n = run.optimizers, len(run.params["means"])
     if (run.device.type == "cuda" and run.cfg.fused_adam) or run.cfg.sparse_adam:
         # A refine this step changed N: its new rows have no visibility yet, so step them all.

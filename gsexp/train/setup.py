@@ -108,7 +108,7 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     set_rng_state(inputs.rng)
     scene = inputs.scene
     params = {k: torch.nn.Parameter(v.to(device)) for k, v in make_params(inputs.initial).items()}
-    optimizers = make_optimizers(params, scene.extent)  # the first torch Adam imports torch._dynamo (~1 s)
+    optimizers = make_optimizers(params, scene.extent, torch_adam=not cfg.fused_adam)
     clock.mark("model")
     compression = make_compression(cfg.compress.name, **OmegaConf.to_container(cfg.compress.options, resolve=True)
                                    ).scaled(cfg.iterations)

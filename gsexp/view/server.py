@@ -12,7 +12,8 @@ import traceback
 import numpy as np
 import torch
 
-from gsexp.depth_colors import depth_colors, depth_range, to_uint8
+from gsexp.comparison import to_uint8
+from gsexp.depth_colors import depth_colors, depth_range
 from gsexp.render import render
 from gsexp.view import cameras as cams
 from gsexp.view.controls import Controls, rasterizer_specs
