@@ -109,6 +109,7 @@ def test_single_run_writes_the_run_dir(tmp_path):
     assert min(over["imports"], over["load_inputs"], over["setup"]) >= 0
     assert parts == pytest.approx(over["to_first_step"], abs=1e-3)
     assert 0 < over["evaluation"] <= over["after_last_step"]
+    assert over["slow_imports"] == []  # recorded, so a GPU run shows whether anything loads them there
     # the evaluation and checkpoint at step 10 are off the training clock, and timed on their own
     paused = summary["paused_s"]
     assert paused["evaluation"] > 0 and paused["checkpoints"] > 0
@@ -223,19 +224,13 @@ def test_periodic_evaluation_and_checkpoints_are_off_the_training_clock(tmp_path
     assert slowed_run["train_seconds"] < fast["train_seconds"] + 2.0  # on the clock they would add 4
 
 
-def test_a_training_imports_neither_dynamo_nor_torchvision(tmp_path, shared):
+def test_a_training_imports_neither_dynamo_nor_torchvision(tmp_path, shared):  # shared: LPIPS's weights
     """torch._dynamo (with torchvision, torchmetrics and the lpips package, which import it) took
     over a second at each job's start and another at its evaluation (issue 39): a training with
-    densification, checkpoints and an LPIPS evaluation must load none of them."""
+    densification, checkpoints and an LPIPS evaluation must load none of them (summary.json's
+    overhead_s.slow_imports lists those loaded by the end)."""
     args = [a for a in TINY if a not in ("eval_lpips=false", "strategy=none")]
-    args += ["eval_lpips=true", "iterations=30", "eval_every=20", "checkpoint_every=20"]
-    code = ("import runpy, sys\n"
-            f"sys.argv = ['train.py', *{[*args, f'paths.root={tmp_path}']!r}]\n"
-            "try:\n    runpy.run_path('train.py', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('torch._dynamo', 'torchvision', 'torchmetrics', 'lpips') if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "WANDB_MODE": "offline", "GSEXP_SHARED": str(shared)})
-    assert out.returncode == 0, out.stderr[-3000:]
+    run_train([*args, "eval_lpips=true", "iterations=30", "eval_every=20", "checkpoint_every=20"], tmp_path)
     (summary,) = summaries(tmp_path).values()
     assert summary["status"] == "ok" and summary["lpips"] is not None  # the evaluation ran LPIPS
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert summary["overhead_s"]["slow_imports"] == []
