@@ -59,12 +59,15 @@ class LPIPS(nn.Module):
     def __init__(self, net: str, backbone: dict, linear: dict):
         super().__init__()
         self.net = net
-        self.features = features(net)
-        self.features.load_state_dict(backbone)
-        taps = [self.features[i - 1].out_channels for i in TAPS[net]]  # each tap's conv
-        self.lins = nn.ModuleList(nn.Conv2d(c, 1, 1, bias=False) for c in taps)
-        for i, lin in enumerate(self.lins):
-            lin.weight.data.copy_(linear[f"lin{i}.model.1.weight"])
+        # Built on the meta device and given the weights: no random init, which would draw from
+        # the global RNG and so change a training's next views after each evaluation.
+        with torch.device("meta"):
+            self.features = features(net)
+            self.lins = nn.ModuleList(nn.Conv2d(self.features[i - 1].out_channels, 1, 1, bias=False)
+                                      for i in TAPS[net])  # after each tap's conv
+        self.features.load_state_dict(backbone, assign=True)
+        self.lins.load_state_dict({f"{i}.weight": linear[f"lin{i}.model.1.weight"] for i in range(len(self.lins))},
+                                  assign=True)
         self.register_buffer("shift", torch.tensor(SHIFT)[None, :, None, None])
         self.register_buffer("scale", torch.tensor(SCALE)[None, :, None, None])
 

@@ -131,7 +131,9 @@ def _build_lpips(net: str, weights_path: Path) -> torch.nn.Module:
     state = torch.load(weights_path, map_location="cpu", weights_only=True)
     state = {k[len("features."):]: v for k, v in state.items() if k.startswith("features.")}
     backbone = {}
-    for name in features(net).state_dict():
+    with torch.device("meta"):  # only the names: no random init (it would draw from the RNG)
+        names = list(features(net).state_dict())
+    for name in names:
         if name not in state:
             raise KeyError(f"{weights_path} lacks features.{name} for LPIPS net={net!r}")
         backbone[name] = state[name]

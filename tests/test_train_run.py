@@ -234,3 +234,15 @@ def test_a_training_imports_neither_dynamo_nor_torchvision(tmp_path, shared):  #
     (summary,) = summaries(tmp_path).values()
     assert summary["status"] == "ok" and summary["lpips"] is not None  # the evaluation ran LPIPS
     assert summary["overhead_s"]["slow_imports"] == []
+
+
+def test_periodic_evaluations_and_checkpoints_leave_the_training_alone(tmp_path, shared):  # shared: LPIPS
+    """What a run trains does not depend on eval_every or checkpoint_every: evaluating (LPIPS's
+    network included) and saving draw nothing from the RNG that picks the next views. Before,
+    building LPIPS's network initialised it at random first, so each run's model changed after
+    its first evaluation."""
+    args = [a for a in TINY if a not in ("eval_lpips=false", "strategy=none")] + ["eval_lpips=true", "iterations=40"]
+    run_train([*args, "eval_every=0", "checkpoint_every=0"], tmp_path / "plain")
+    run_train([*args, "eval_every=10", "checkpoint_every=15"], tmp_path / "paused")
+    plain, paused = (next((tmp_path / k).rglob("point_cloud.ply")).read_bytes() for k in ("plain", "paused"))
+    assert plain == paused
