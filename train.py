@@ -243,7 +243,7 @@ def run(cfg: DictConfig, hc, run_dir: Path, overrides: list[str], gpu: str | Non
                                  "setup_parts": summary.pop("setup_s"),
                                  "after_last_step": time.time() - summary.pop("loop_ended"),
                                  "evaluation": summary.pop("eval_seconds"),
-                                 # each over a second to import; none is needed (issue 39)
+                                 # slow imports that bring torch._dynamo; none is needed (issue 39)
                                  "slow_imports": sorted(m for m in SLOW_IMPORTS if m in sys.modules)}
         if gpu is not None:  # the pool's device (CUDA_VISIBLE_DEVICES of this job), as nvidia-smi sees it
             summary.update(gpu=gpu, started=started, ended=time.time(), **gpu_pool.nvidia_smi_record(gpu))

@@ -7,9 +7,8 @@ import tempfile
 from pathlib import Path
 
 import torch
-from PIL import Image
 
-from gsexp.comparison import to_uint8
+from gsexp.comparison import save_png
 from gsexp.track.base import Logger, json_number, safe_name, to_number, to_plain
 
 
@@ -52,7 +51,7 @@ class LocalLogger(Logger):
     def log_image(self, key: str, image: torch.Tensor, step: int) -> None:
         path = self.run_dir / "renders" / f"{safe_name(key)}_{int(step):06d}.png"
         path.parent.mkdir(exist_ok=True)
-        Image.fromarray(to_uint8(image)).save(path)
+        save_png(path, image)
 
     def summary(self, values: dict) -> None:
         merged = json.loads(self.summary_path.read_text()) if self.summary_path.exists() else {}
