@@ -33,7 +33,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peer_m
   $S/peer_whl/fused_ssim-*.whl > $P/pip_main.log 2>&1; log "gsplat main install rc=$?"
 python -c "from gsexp.render.cuda import build; build.load()" > $P/build.log 2>&1; log "gsexp build rc=$?"
 # no host sync in a training step, with each per-view feature (the first session's pose runs synced)
-timeout 300 python -m pytest -q -p no:cacheprovider tests/test_cuda_step_sync.py > $P/sync_test.log 2>&1; log "step sync test rc=$?"
+# and the trainer's own Adam container (stop 48) on CUDA: its first GPU run
+timeout 300 python -m pytest -q -p no:cacheprovider tests/test_cuda_step_sync.py tests/test_optim.py \
+  > $P/sync_test.log 2>&1; log "step sync test rc=$?"
 # issue 39: which imports make the trainer's ~6 s start-up here (2.3 s on the 2-core machine)
 python -X importtime -c "import train; import gsexp.train.recipe" 2> $P/importtime.txt > /dev/null; log "importtime rc=$?"
 DATAS="$PEER_RUNS $STUDY_DATAS" $RUN scenes > $P/scenes.log 2>&1; log "prepare beer, fern rc=$?"
