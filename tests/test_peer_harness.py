@@ -322,9 +322,17 @@ def test_real_table_pairs_scores_with_each_trainers_record(tmp_path):
         write(tmp_path / "rc/peer" / f"gsplat_beer_prepared{tail}.json", {"train_seconds": 110.0, "num_gaussians": 900})
         for who, psnr in (("gsexp", ours), ("main", theirs)):
             write(tmp_path / "scores" / f"{who}_beer_prepared{tail}.json",
-                  {"views": 9, "mean": {"psnr": psnr, "ssim": 0.9, "lpips_alex": 0.3}})
+                  {"views": 9, "mean": {"psnr": psnr, "ssim": 0.9, "lpips_alex": 0.3},
+                   "per_view": [{"view": "0000", "psnr": psnr - seed}, {"view": "0008", "psnr": psnr + 3 * seed}]})
     write(tmp_path / "scores" / "main_fern_prepared.json", {"views": 3, "mean": {"psnr": 27.0, "ssim": 0.88}})  # no record
     table = real_table.markdown(real_table.rows(tmp_path))
     assert "| beer_prepared (9) | gsexp | 1 | 60.0 | 1,000 | 23.00 | 0.9000 | 0.3000 |" in table
     assert "| fern_prepared (3) | main | 0 | – | – | 27.00 | 0.8800 | – |" in table
     assert "beer_prepared: gsexp 2.00x gsplat main, +0.00 dB" in table  # 110 / 55, 22.5 - 22.5
+    # per view the range over the seeds: gsexp 0000 22 / 22, 0008 22 / 26; main 23 / 21, 23 / 25
+    assert "beer_prepared gsexp: 2 seed(s), mean PSNR 22.50 dB, mean train 55.0 s, view spread mean 2.00 max 4.00 dB" in table
+    assert "beer_prepared main: 2 seed(s), mean PSNR 22.50 dB, mean train 110.0 s, view spread mean 2.00 max 2.00 dB" in table
+    # the layout as committed (experiments/peers/<session>/: study/, runs/) reads the same
+    (tmp_path / "rc/runs").rename(tmp_path / "study")
+    (tmp_path / "rc/peer").rename(tmp_path / "runs")
+    assert real_table.markdown(real_table.rows(tmp_path)) == table
