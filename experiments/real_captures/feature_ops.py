@@ -5,7 +5,8 @@
 On a GPU each op is at least one launch from the host, and a step whose launches outrun its
 kernels is bound by the host; the count, unlike a CPU timing, does not depend on the machine's
 load. Counted with torch.profiler on the CPU: pose_opt's motion of 1,000 Gaussians, and the affine
-and bilateral-grid transforms of a 64x64 render, each with its backward (caches warmed first).
+and bilateral-grid transforms of a 64x64 render, each with its backward (caches warmed first);
+then each timed on the CPU (median of 5 rounds of 300 calls), which does depend on the load.
 <checkout>: another tree of the repository (`git worktree add /tmp/before <commit>`) to compare."""
 from __future__ import annotations
 
@@ -21,6 +22,20 @@ def count(fn) -> int:
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         fn()
     return sum(1 for e in prof.events() if e.name.startswith("aten::"))
+
+
+def host_us(fn, rounds: int = 5, calls: int = 300) -> float:
+    """Median over rounds of the mean CPU microseconds a call: the host's share of a GPU step."""
+    import time
+
+    fn(), fn()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - start) / calls * 1e6)
+    return sorted(times)[rounds // 2]
 
 
 def main(repo: Path) -> str:
@@ -50,10 +65,12 @@ def main(repo: Path) -> str:
         (m.means.sum() + m.quats.sum()).backward()
 
     ops = {"pose_opt": count(moved)}
+    us = {"pose_opt": host_us(moved)}
     for name, feature in (("affine", AffineAppearance), ("bilateral_grid", BilateralGridAppearance)):
         a = feature(len(cams), "cpu")
         ops[name] = count(lambda: a.apply(image, 1).sum().backward())
-    return " | ".join(f"{k} {v} ops" for k, v in ops.items())
+        us[name] = host_us(lambda: a.apply(image, 1).sum().backward())
+    return " | ".join(f"{k} {v} ops, {us[k]:.0f} us" for k, v in ops.items())
 
 
 if __name__ == "__main__":

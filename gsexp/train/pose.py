@@ -10,12 +10,14 @@ is of the order of the correction's rotation).
 
 This runs every training step, and such a step is bound by the host: the cameras live on the
 device from the start (a per-step copy from pageable memory would wait for the GPU), and the
-motion is a handful of small ops (two constant tensors turn a quaternion into its rotation and
-its left product)."""
+motion is a handful of small ops (one constant matrix turns the quaternion into the linear
+parts of its rotation and of its left product) with a backward written out, not autograd's
+graph of them (experiments/real_captures/feature_ops.py counts the ops)."""
 from __future__ import annotations
 
 import copy
 import itertools
+import math
 
 import torch
 
@@ -57,26 +59,21 @@ class PoseCorrection(PerView):
         self.rot_t = rot_t.to(device, torch.float32)  # camera-to-world rotations
         self.center = (-rot_t @ w2c[:, :3, 3:]).squeeze(-1).to(device, torch.float32)
         left, rot = _constants()
-        self.left, self.rot = left.to(device, torch.float32), rot.to(device, torch.float32)
+        # [rot (3, 3, 4) rows; left (4, 4) rows] x q: R(q) = (that's first 36 rows, as [9, 4]) q, L(q) the rest
+        self.linear = torch.cat([rot.reshape(36, 4), left.reshape(16, 4)]).to(device, torch.float32)
 
     def world_motion(self, view: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(A, b, q): X' = A X + b moves the world as camera `view`'s correction moves the camera
         the other way; q is A as a quaternion. With w2c = [R | t] and centre c = -R^T t:
         A = R^T dR R, the rotation by |w| about R^T w, and b = c - A c + R^T t_corr."""
-        rot_t, center = self.rot_t[view], self.center[view]
-        w_world = rot_t @ self.delta[view, :3]
-        theta = (w_world.square().sum() + 1e-20).sqrt()
-        q = torch.cat([torch.cos(theta / 2)[None], torch.sin(theta / 2) / theta * w_world])
-        a = torch.einsum("ijkl,k,l->ij", self.rot, q, q)
-        b = torch.addmv(rot_t @ self.delta[view, 3:], a, center, alpha=-1) + center
-        return a, b, q
+        m = _motion(self.delta[view], self.rot_t[view], self.center[view], self.linear)
+        return m["a"], m["b"], m["q"]
 
     def apply(self, g, view: int):
         """The Gaussians as camera `view`'s corrected pose sees them from its uncorrected one."""
-        a, b, q = self.world_motion(view)
         moved = copy.copy(g)  # shallow, as training's parameter view (its SH parts) must stay
-        moved.means = torch.addmm(b, g.means, a.T)
-        moved.quats = g.quats @ torch.einsum("ijk,k->ij", self.left, q).T
+        moved.means, moved.quats = _Move.apply(g.means, g.quats, self.delta[view], self.rot_t[view],
+                                               self.center[view], self.linear)
         return moved
 
     def summary(self) -> dict:
@@ -84,3 +81,47 @@ class PoseCorrection(PerView):
         d = self.delta.detach()
         return {"pose_mean_rotation_deg": float(torch.rad2deg(d[:, :3].norm(dim=1)).mean()),
                 "pose_mean_translation": float(d[:, 3:].norm(dim=1).mean())}
+
+
+def _motion(delta, rot_t, center, linear) -> dict:
+    """The motion of one camera's correction delta = (w, t) and what its backward reuses."""
+    w = rot_t @ delta[:3]  # the rotation vector in world axes
+    theta = torch.linalg.vector_norm(w)
+    s = torch.sinc(theta * (0.5 / math.pi)) * 0.5  # sin(theta/2) / theta, smooth at 0
+    q = torch.cat([torch.cos(theta * 0.5)[None], s * w])
+    parts = linear @ q
+    x = parts[:36].view(9, 4)  # A_ij = q^T C_ij q = (C_ij q) . q
+    a = (x @ q).view(3, 3)
+    b = torch.addmv(torch.addmv(center, rot_t, delta[3:]), a, center, alpha=-1)
+    return {"w": w, "theta": theta, "s": s, "q": q, "x": x, "a": a, "b": b, "left": parts[36:].view(4, 4)}
+
+
+class _Move(torch.autograd.Function):
+    """(means, quats) -> (means A^T + b, quats L(q)^T), differentiable in the means, the quats and
+    the 6 numbers of delta. The backward is written out: autograd's graph of the 6-number motion
+    is ~200 tiny ops, each a host dispatch every training step; this is ~25."""
+
+    @staticmethod
+    def forward(ctx, means, quats, delta, rot_t, center, linear):
+        m = _motion(delta, rot_t, center, linear)
+        ctx.save_for_backward(means, quats, rot_t, center, linear, m["w"], m["theta"], m["s"], m["q"], m["x"], m["a"],
+                              m["left"])
+        return torch.addmm(m["b"], means, m["a"].T), quats @ m["left"].T
+
+    @staticmethod
+    def backward(ctx, g_means, g_quats):
+        means, quats, rot_t, center, linear, w, theta, s, q, x, a, left = ctx.saved_tensors
+        g_b = g_means.sum(0)
+        g_a = torch.addr(g_means.T @ means, g_b, center, alpha=-1)  # b = c - A c + R t
+        # A_ij = q^T C_ij q with C_ij symmetric: dA_ij/dq = 2 x_ij; L = P q: dL/dq = P
+        g_q = torch.addmv(linear[36:].T @ (g_quats.T @ quats).reshape(16), x.T, g_a.reshape(9), alpha=2)
+        # q = (cos(theta/2), s w): dq0/dw = -(s/2) w; d(s w)/dw = s I + k w w^T, k = s'(theta) / theta,
+        # = (cos(theta/2)/2 - s) / theta^2, which cancels near 0: there its series (to theta^6:
+        # float64-exact below 0.3)
+        t2 = theta * theta
+        k = torch.where(theta < 0.3, t2 * (1 / 960 - t2 * (1 / 107520 - t2 / 23224320)) - 1 / 24,
+                        (q[0] * 0.5 - s) / t2)
+        g_v = g_q[1:]
+        g_w = s * g_v + (k * (g_v @ w) - 0.5 * s * g_q[0]) * w
+        g_delta = torch.cat([rot_t.T @ g_w, rot_t.T @ g_b])
+        return g_means @ a, g_quats @ left, g_delta, None, None, None
