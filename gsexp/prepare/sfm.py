@@ -22,7 +22,7 @@ class SfmOptions:
     matcher: str = "exhaustive"          # sequential: video frames, each matched with its neighbours
     overlap: int = 10                    # sequential: how many following frames each is matched with
     keep_largest: bool = False           # a disconnected capture: keep the largest model, not fail
-    seed: int = 0                        # the mapper's RANSAC seed, for repeatable models
+    seed: int = 0                        # the matches' and the mapper's RANSAC seed: repeatable models
 
 
 @dataclass
@@ -40,19 +40,22 @@ def extract(db: Path, image_dir: Path, names: list[str], opts: SfmOptions, stage
     if opts.max_size:
         extraction.max_image_size = int(opts.max_size)
     mode = pycolmap.CameraMode.SINGLE if opts.single_camera else pycolmap.CameraMode.PER_IMAGE
-    camera_id = None
+    reader = pycolmap.ImageReaderOptions()
+    reader.camera_model = opts.camera_model
+    # The photos enter the database in name order first: the extractor numbers new images in the
+    # order its threads finish them, and the matcher's pairs and RANSAC draws follow the numbers,
+    # so the same photos gave a different model from one run to the next.
+    pycolmap.Database.open(str(db)).close()
+    pycolmap.import_images(db, image_dir, camera_mode=mode, image_names=names, options=reader)
+    database = pycolmap.Database.open(str(db))
+    cameras = database.read_all_cameras()
+    database.close()
+    if opts.single_camera and cameras:  # every chunk keeps the one shared camera
+        reader.existing_camera_id = cameras[0].camera_id
     for start in range(0, len(names), CHUNK):
-        reader = pycolmap.ImageReaderOptions()
-        reader.camera_model = opts.camera_model
-        if camera_id is not None:  # later chunks share the first chunk's camera
-            reader.existing_camera_id = camera_id
         chunk = names[start:start + CHUNK]
         pycolmap.extract_features(db, image_dir, image_names=chunk, camera_mode=mode, reader_options=reader,
                                   extraction_options=extraction, device=pycolmap.Device.cpu)
-        if opts.single_camera and camera_id is None:
-            database = pycolmap.Database.open(str(db))
-            camera_id = database.read_all_cameras()[0].camera_id
-            database.close()
         stage.advance(len(chunk))
     database = pycolmap.Database.open(str(db))
     read = {im.name for im in database.read_all_images()}
@@ -65,12 +68,17 @@ def extract(db: Path, image_dir: Path, names: list[str], opts: SfmOptions, stage
 
 def match(db: Path, opts: SfmOptions) -> None:
     pycolmap = import_pycolmap()
+    # The geometric verification's RANSAC draws from an unseeded generator by default (-1), so the
+    # same photos gave different matches, models and trainings from one run to the next.
+    verification = pycolmap.TwoViewGeometryOptions()
+    verification.ransac.random_seed = int(opts.seed)
     if opts.matcher == "sequential":
         pairing = pycolmap.SequentialPairingOptions()
         pairing.overlap = int(opts.overlap)
-        pycolmap.match_sequential(db, pairing_options=pairing, device=pycolmap.Device.cpu)
+        pycolmap.match_sequential(db, pairing_options=pairing, verification_options=verification,
+                                  device=pycolmap.Device.cpu)
     else:
-        pycolmap.match_exhaustive(db, device=pycolmap.Device.cpu)
+        pycolmap.match_exhaustive(db, verification_options=verification, device=pycolmap.Device.cpu)
 
 
 def reconstruct(db: Path, image_dir: Path, out: Path, opts: SfmOptions, stage) -> dict:
@@ -78,6 +86,9 @@ def reconstruct(db: Path, image_dir: Path, out: Path, opts: SfmOptions, stage) -
     pycolmap = import_pycolmap()
     options = pycolmap.IncrementalPipelineOptions()
     options.random_seed = int(opts.seed)
+    # One thread: with several, the same database gave another model about one run in five (cause
+    # not traced); on the 2-core machine one thread was faster on 10 photos too
+    options.num_threads = 1
     out.mkdir(parents=True, exist_ok=True)
     return pycolmap.incremental_mapping(db, image_dir, out, options=options,
                                         initial_image_pair_callback=lambda: stage.advance(2),
