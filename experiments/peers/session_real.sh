@@ -15,11 +15,13 @@
 # Second session (beer's seeds, the per-view features after their speed fix), the same calls with
 #   PEER_RUNS="beer_prepared:0 beer_prepared:1 fern_prepared:0 beer_prepared:2" STUDY_DATAS=beer_prepared STUDY_FEATS="app pose grid turbo15k" STUDY_SEEDS=0
 # exported before the first call's `setsid nohup ...` (~25 min; turbo15k, the turbo recipe in 15K
-# steps, is issue 40's "at half the time" row). gsexp's train_seconds now
-# leaves out the periodic evaluations and checkpoints, which the first session's counted.
+# steps, is issue 40's "at half the time" row). gsexp's train_seconds now leaves out the periodic
+# evaluations and checkpoints, which the first session's counted.
+# Third session (the study alone, two seeds; pose after its backward was written out):
+#   PEER_RUNS="" STUDY_DATAS=beer_prepared STUDY_FEATS="base turbo15k pose grid app" STUDY_SEEDS="0 1" (~20 min)
 set -u
 # What runs (defaults: the first session's plan)
-PEER_RUNS=${PEER_RUNS:-beer_prepared:0 fern_prepared:0}   # data:seed, each trained by both trainers
+PEER_RUNS=${PEER_RUNS-beer_prepared:0 fern_prepared:0}   # data:seed, each trained by both trainers ("": none)
 STUDY_DATAS=${STUDY_DATAS:-beer_prepared fern_prepared}; STUDY_FEATS=${STUDY_FEATS:-base turbo app pose both grid}
 STUDY_SEEDS=${STUDY_SEEDS:-0 1}
 S=.device_real; P=/tmp/peers/real; RC=/tmp/real_captures; mkdir -p $P/renders $P/scores $P/runs
