@@ -18,7 +18,8 @@
 # steps, is issue 40's "at half the time" row). gsexp's train_seconds now leaves out the periodic
 # evaluations and checkpoints, which the first session's counted.
 # Third session (the study alone, two seeds; pose after its backward was written out):
-#   PEER_RUNS="" STUDY_DATAS=beer_prepared STUDY_FEATS="base turbo15k pose grid app" STUDY_SEEDS="0 1" (~20 min)
+#   PEER_RUNS="" PROFILE_FEATS="base pose app" STUDY_DATAS=beer_prepared STUDY_FEATS="base turbo15k pose grid app" STUDY_SEEDS="0 1"
+# (~3 min of profiles, then ~20 of study)
 set -u
 # What runs (defaults: the first session's plan)
 PEER_RUNS=${PEER_RUNS-beer_prepared:0 fern_prepared:0}   # data:seed, each trained by both trainers ("": none)
@@ -63,6 +64,13 @@ for item in $PEER_RUNS; do
   log "scored $name"
 done
 python experiments/peers/real_table.py $P > $P/real_table.md 2>&1; log "peers done"
+# issue 41: where a per-view feature's extra step time goes (PROFILE_FEATS, e.g. "base pose app"):
+# a 3K-step run each, then tools/profile_step.py (the kernels' sum against the wall time, launches)
+for feat in ${PROFILE_FEATS:-}; do
+  ITERS=3000 FEATS=$feat DATAS=beer_prepared RASTERS=tcgs_accutile R=$P/prof $RUN train > $P/prof_$feat.log 2>&1
+  run=$P/prof/runs/beer_prepared_tcgs_accutile; [ $feat = base ] || run=${run}_$feat
+  timeout 240 python tools/profile_step.py $run --steps 200 > $P/profile_$feat.txt 2>&1; log "profile $feat rc=$?"
+done
 # issue 41: each feature alone and together, on each study scene in turn
 for data in $STUDY_DATAS; do
   FEATS="$STUDY_FEATS" SEEDS="$STUDY_SEEDS" DATAS="$data" RASTERS=tcgs_accutile $RUN train > $P/study_$data.log 2>&1
