@@ -112,10 +112,9 @@ def test_the_written_out_backward_is_autograds():
     """apply()'s backward is written by hand (fewer host dispatches per step): in float64 it passes
     gradcheck and equals autograd's gradient of the same motion, at zero (where training starts),
     on both sides of the series switch (|w| = 0.3) and for large rotations."""
-    from gsexp.train.pose import _Move, _constants, _motion
+    from gsexp.train.pose import _Move, _linear, _motion
 
-    left, rot = _constants()
-    linear = torch.cat([rot.reshape(36, 4), left.reshape(16, 4)])
+    linear = _linear()
     gen = torch.Generator().manual_seed(3)
     rot_t = torch.linalg.qr(torch.randn(3, 3, generator=gen, dtype=torch.float64))[0]
     center = torch.randn(3, generator=gen, dtype=torch.float64)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import time
 from pathlib import Path
 
 
@@ -26,8 +27,6 @@ def count(fn) -> int:
 
 def host_us(fn, rounds: int = 5, calls: int = 300) -> float:
     """Median over rounds of the mean CPU microseconds a call: the host's share of a GPU step."""
-    import time
-
     fn(), fn()
     times = []
     for _ in range(rounds):

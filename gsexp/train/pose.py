@@ -38,8 +38,9 @@ def _rotation_of(q) -> list[list]:
             [2 * (x * z - w * y), 2 * (y * z + w * x), w * w - x * x - y * y + z * z]]
 
 
-def _constants() -> tuple[torch.Tensor, torch.Tensor]:
-    """(P [4,4,4], C [3,3,4,4]): L(q) = P q and R(q)_ij = q^T C_ij q."""
+def _linear() -> torch.Tensor:
+    """[52, 4] float64: times q, rows 0-35 are C_ij q (so R(q)_ij = q^T C_ij q = (C_ij q) . q) and
+    rows 36-51 are L(q) = P q, the left product."""
     basis = torch.eye(4, dtype=torch.float64)
     left = torch.stack([torch.tensor(_left_product(e.tolist()), dtype=torch.float64) for e in basis], -1)
     rot = torch.zeros(3, 3, 4, 4, dtype=torch.float64)
@@ -47,7 +48,7 @@ def _constants() -> tuple[torch.Tensor, torch.Tensor]:
         both = torch.tensor(_rotation_of((basis[k] + basis[l]).tolist()), dtype=torch.float64)
         one, other = (torch.tensor(_rotation_of(basis[i].tolist()), dtype=torch.float64) for i in (k, l))
         rot[:, :, k, l] = one if k == l else (both - one - other) / 2
-    return left, rot
+    return torch.cat([rot.reshape(36, 4), left.reshape(16, 4)])
 
 
 class PoseCorrection(PerView):
@@ -58,9 +59,7 @@ class PoseCorrection(PerView):
         rot_t = w2c[:, :3, :3].transpose(1, 2)
         self.rot_t = rot_t.to(device, torch.float32)  # camera-to-world rotations
         self.center = (-rot_t @ w2c[:, :3, 3:]).squeeze(-1).to(device, torch.float32)
-        left, rot = _constants()
-        # linear @ q: rows 0-35 are C_ij q (so R(q)_ij = (C_ij q) . q), rows 36-51 are L(q) = P q
-        self.linear = torch.cat([rot.reshape(36, 4), left.reshape(16, 4)]).to(device, torch.float32)
+        self.linear = _linear().to(device, torch.float32)
 
     def world_motion(self, view: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(A, b, q): X' = A X + b moves the world as camera `view`'s correction moves the camera
