@@ -2,14 +2,16 @@
 (260dd86^, staged by defaults_unchanged.sh) against the current ones, side by side on one GPU.
 
     python experiments/rasterizer_modes/defaults_unchanged.py render OUT.pt [--ply biker.ply]
-    python experiments/rasterizer_modes/defaults_unchanged.py compare BEFORE.pt AFTER.pt
+    python experiments/rasterizer_modes/defaults_unchanged.py compare BEFORE.pt AFTER.pt [BEFORE2.pt AFTER2.pt]
 
 `render` uses whichever gsexp comes first on PYTHONPATH (the script imports only the API both
 versions share); every case is one variant x intersect x backward on a seeded scene with the
 modes off, its forward outputs and its gradients for a fixed random weighting of the image.
 `compare`: the forward outputs must match bit for bit; the gradients come from atomics, whose
-order changes from run to run, so they must match to the project's atomics bound (relative norm
-1e-5), and how many match exactly is printed. Exit status 1 on any difference beyond that.
+order changes from run to run. On small random scenes they agree to the project's atomics bound
+(relative norm 1e-5); a trained scene's (lego, 222K Gaussians) differ by ~1e-4 between two runs
+of the same kernels, so with a second round each case is held to twice the run-to-run difference
+of either version. How many match exactly is printed. Exit status 1 on any difference beyond.
 """
 from __future__ import annotations
 
@@ -98,26 +100,39 @@ def time_step(ply: str, steps: int = 100) -> dict:
             "resolution": "800x800"}
 
 
-def compare(before: dict, after: dict) -> int:
+def worst_grad(b: dict, a: dict) -> float:
+    """The largest relative-norm difference between two results' gradients."""
+    return max(float((a[k] - b[k]).norm() / b[k].norm().clamp_min(1e-30)) for k in b if k.startswith("grad_"))
+
+
+def compare(before: dict, after: dict, before2: dict | None = None, after2: dict | None = None) -> int:
+    """Forward outputs must match bit for bit. Gradients come from atomics, whose order changes from
+    run to run: with a second round, each case's bound is twice the larger run-to-run difference
+    of either version against itself (never below ATOMICS_REL); without one, ATOMICS_REL."""
     bad = 0
-    before, after = dict(before), dict(after)
-    for name, side in (("before", before.pop("timing", None)), ("after", after.pop("timing", None))):
-        if side:
-            print(f"{name}: {side}")
-    print(f"{'case':<44} {'forward':>8} {'grads exact':>12} {'worst grad rel':>15}")
+    sides = [before, after, before2, after2]
+    timings = [s.pop("timing", None) if s else None for s in sides]
+    for name, timing in zip(("before", "after", "before, round 2", "after, round 2"), timings):
+        if timing:
+            print(f"{name}: {timing}")
+    print(f"{'case':<44} {'forward':>8} {'grads exact':>12} {'before/after':>13} {'run to run':>11}")
     for case in sorted(before):
         if case not in after:
             print(f"{case:<44} missing after the change"); bad += 1; continue
-        b, a = before[case], after[case]
-        fwd_ok = all(torch.equal(b[k], a[k]) for k in FORWARD)
-        grads = [k for k in b if k.startswith("grad_")]
-        exact = sum(torch.equal(b[k], a[k]) for k in grads)
-        worst = max(float((a[k] - b[k]).norm() / b[k].norm().clamp_min(1e-30)) for k in grads)
-        ok = fwd_ok and worst <= ATOMICS_REL
+        pairs = [(before, after)] + ([(before2, after2)] if before2 else [])
+        fwd_ok = all(torch.equal(b[case][k], a[case][k]) for b, a in pairs for k in FORWARD)
+        grads = [k for k in before[case] if k.startswith("grad_")]
+        exact = sum(torch.equal(before[case][k], after[case][k]) for k in grads)
+        diff = max(worst_grad(b[case], a[case]) for b, a in pairs)
+        spread = 0.0
+        if before2:
+            spread = max(worst_grad(before[case], before2[case]), worst_grad(after[case], after2[case]))
+        ok = fwd_ok and diff <= max(ATOMICS_REL, 2 * spread)
         bad += not ok
-        print(f"{case:<44} {'same' if fwd_ok else 'DIFFERS':>8} {exact:>6}/{len(grads):<5} {worst:>15.2e}"
-              f"{'' if ok else '  <- beyond the bound'}")
-    print(f"{len(before)} cases, {bad} beyond the bound (forward bit for bit; gradients relative norm <= {ATOMICS_REL})")
+        print(f"{case:<44} {'same' if fwd_ok else 'DIFFERS':>8} {exact:>6}/{len(grads):<5} {diff:>13.2e} "
+              f"{spread:>11.2e}{'' if ok else '  <- beyond the bound'}")
+    print(f"{len(before)} cases, {bad} beyond the bound (forward bit for bit; gradients before/after within "
+          f"max({ATOMICS_REL}, 2 x run to run))")
     return 1 if bad else 0
 
 
@@ -131,6 +146,7 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare")
     c.add_argument("before")
     c.add_argument("after")
+    c.add_argument("again", nargs="*", help="a second round's BEFORE.pt AFTER.pt: the run-to-run bound")
     a = p.parse_args(argv)
     if a.cmd == "render":
         import gsexp
@@ -143,7 +159,9 @@ def main(argv=None) -> int:
             results["timing"] = timing
         torch.save(results, a.out)
         return 0
-    return compare(torch.load(a.before), torch.load(a.after))
+    if len(a.again) not in (0, 2):
+        p.error("compare: a second round is two files, BEFORE.pt AFTER.pt")
+    return compare(*(torch.load(f) for f in (a.before, a.after, *a.again)))
 
 
 if __name__ == "__main__":

@@ -1,49 +1,69 @@
 #!/usr/bin/env bash
-# Issue 38's study on one GPU session, as one background job (staged as the peer study's lego:
-# `bash experiments/peers/stage.sh train`, then `bash experiments/rasterizer_modes/defaults_unchanged.sh stage`):
-#   carry .device: source .device/env.sh; setsid nohup bash experiments/rasterizer_modes/session.sh > /tmp/modes.log 2>&1 < /dev/null & bash experiments/peers/session.sh wait 560 "modes done"
-#   then:          source .device/env.sh; bash experiments/peers/session.sh wait 580 "modes done"
-# 1. defaults_unchanged.sh run: the kernels from before the modes against these, bit for bit (~4 min).
-# 2. lego at half resolution (400x400, every 8th test view: the quick mode), 30K steps with
-#    lego_fast's settings, MODES x RASTERS; each model then scored at 1/2x and 2x the training
-#    resolution (gsexp.eval data.downscale=4 and 1: Mip-Splatting's single-scale-train,
-#    multi-scale-test protocol) and rendered by python -m gsexp.bench with fp32 vanilla and fp16
-#    tc_gs in its mode (the image PSNR between them: tc_gs's fp16 error with the mode). ~75 s a run.
+# Issue 38's study on one GPU session, as one background job. Staged here by
+# `bash experiments/rasterizer_modes/stage.sh` (.device_modes: lego, prepared fern, the kernels from
+# before the modes, AlexNet for LPIPS, gsexp's wheels), then:
+#   carry .device_modes: source .device_modes/env.sh; setsid nohup bash experiments/rasterizer_modes/session.sh > /tmp/modes.log 2>&1 < /dev/null & sleep 2; bash experiments/peers/session.sh wait 560 "modes done"
+#   then:                source .device_modes/env.sh; bash experiments/peers/session.sh wait 580 "modes done"
+# Runs, most needed first (one session's device time may not reach the last):
+# 1. lego at half resolution (400x400, every 8th test view: the quick mode), 30K steps with
+#    lego_fast's settings; fern prepared from its photos (gsexp.prepare) at half of images_8. Each
+#    model is scored at 1/2x and 2x its training resolution (gsexp.eval data.downscale=4 and 1:
+#    Mip-Splatting's single-scale-train, multi-scale-test protocol); tc_gs's lego models are
+#    also rendered by python -m gsexp.bench in fp32 vanilla and fp16 tc_gs with the mode (the
+#    image PSNR between them: tc_gs's fp16 error with the mode). ~75 s a run.
+# 2. After the first lego model: defaults_unchanged.sh (the kernels from before the modes against
+#    these, bit for bit, and the render + backward time of lego_fast's rasterizer on that model,
+#    before against after; ~4 min).
 set -u
 # Everything under /tmp/peers, so that the peer study's `session.sh wait` waits for the MARK and
 # packs it (peers.tgz; renders, checkpoints and PLYs left out).
+S=${S:-.device_modes}
 W=/tmp/peers/modes; mkdir -p $W/runs $W/eval $W/bench
 log() { echo "[$(date +%T)] $*" | tee -a /tmp/peers/steps.log; }
-MODES=${MODES:-"base aa abs both mip"}   # mip: the 2D filter with the 3D one, the whole of Mip-Splatting
-RASTERS=${RASTERS:-"tc_gs vanilla"}
+export GSEXP_SHARED=$PWD/$S/shared   # AlexNet's ImageNet weights for LPIPS (no downloads there)
+# data_raster_mode, in order
+JOBS=${JOBS:-"lego_tc_gs_base lego_tc_gs_aa lego_vanilla_base lego_vanilla_aa lego_tc_gs_abs lego_tc_gs_both
+  lego_vanilla_abs lego_vanilla_both fern_tc_gs_base fern_tc_gs_aa fern_tc_gs_abs fern_tc_gs_both
+  lego_tc_gs_mip fern_vanilla_base fern_vanilla_aa"}
+declare -A DATA=(
+  [lego]="experiment=lego_fast data.path=/tmp/lego data.downscale=2"
+  [fern]="data=colmap data.path=/tmp/fern_prepared data.downscale=2 iterations=30000 eval_every=0 checkpoint_every=0 log_every=100 pair_capacity=true"
+)
+declare -A RASTER=([tc_gs]="rasterizer=tc_gs rasterizer.intersect=accutile"
+                   [vanilla]="rasterizer=vanilla rasterizer.intersect=accutile")
 declare -A MODE=([base]="" [aa]="rasterizer.antialiased=true" [abs]="strategy.options.absgrad=true"
                  [both]="rasterizer.antialiased=true strategy.options.absgrad=true"
-                 [mip]="rasterizer.antialiased=true model.filter_3d=true")
+                 [mip]="rasterizer.antialiased=true model.filter_3d=true")  # the 2D filter with the 3D one
 declare -A SPEC=([base]="" [aa]=":antialiased=true" [abs]="" [both]=":antialiased=true" [mip]=":antialiased=true")
-log start
-[ -d /tmp/lego ] || python experiments/webp_stage.py unpack .device/lego_webp /tmp/lego > $W/unpack.log 2>&1
-python -c "from gsexp.render.cuda import build; build.load()" > $W/build.log 2>&1; log "build rc=$?"
-if [ -f .device/modes_before.tgz ]; then
-  OUT=$W bash experiments/rasterizer_modes/defaults_unchanged.sh run > $W/defaults_unchanged.log 2>&1
+
+defaults_unchanged() {  # $1: the PLY the timing renders
+  [ -f $S/modes_before.tgz ] || { log "defaults unchanged: no $S/modes_before.tgz"; return; }
+  OUT=$W PLY=$1 bash experiments/rasterizer_modes/defaults_unchanged.sh run > $W/defaults_unchanged.log 2>&1
   log "defaults unchanged rc=$? ($(tail -1 $W/defaults_unchanged.txt 2>/dev/null))"
-fi
-for m in $MODES; do for r in $RASTERS; do
-  name=${r}_$m; run=$W/runs/$name
-  raster=""; [ "$r" = vanilla ] && raster="rasterizer=vanilla rasterizer.intersect=accutile"
+}
+
+log start
+python experiments/webp_stage.py unpack $S/lego_webp /tmp/lego > $W/unpack.log 2>&1
+python experiments/webp_stage.py unpack $S/fern_webp /tmp/fern_prepared >> $W/unpack.log 2>&1 &&
+  tar xzf $S/fern_rest.tgz -C /tmp/fern_prepared; log "unpack rc=$? ($(tr '\n' ' ' < $W/unpack.log))"
+python -c "from gsexp.render.cuda import build; build.load()" > $W/build.log 2>&1; log "build rc=$?"
+for job in $JOBS; do
+  data=${job%%_*}; rest=${job#*_}; m=${rest##*_}; r=${rest%_*}; run=$W/runs/$job
   s=$(date +%s)
   # shellcheck disable=SC2086  # the overrides are words
-  python train.py experiment=lego_fast data.path=/tmp/lego data.downscale=2 $raster ${MODE[$m]} logger=none \
-    lpips_net=alex hydra.run.dir=$run resume=auto > $W/runs/$name.log 2>&1
-  log "train $name rc=$? ($(( $(date +%s) - s )) s wall)"
+  python train.py ${DATA[$data]} ${RASTER[$r]} ${MODE[$m]} logger=none lpips_net=alex \
+    hydra.run.dir=$run resume=auto > $W/runs/$job.log 2>&1
+  log "train $job rc=$? ($(( $(date +%s) - s )) s wall)"
   for scale in 4 1; do
-    python -m gsexp.eval $run data.downscale=$scale lpips_net=alex out=$W/eval/${name}_ds$scale > $W/eval/${name}_ds$scale.log 2>&1
+    python -m gsexp.eval $run data.downscale=$scale lpips_net=alex out=$W/eval/${job}_ds$scale > $W/eval/${job}_ds$scale.log 2>&1
   done
-  if [ "$r" = tc_gs ]; then
+  if [ "$data" = lego ] && [ "$r" = tc_gs ]; then
     python -m gsexp.bench --ply $run/point_cloud.ply --up z --width 800 --height 800 --num-cameras 4 --frames 5 --rounds 1 \
       --rasterizers "vanilla:intersect=accutile${SPEC[$m]},tc_gs:intersect=accutile${SPEC[$m]}" \
-      --json $W/bench/$name.json > $W/bench/$name.log 2>&1
+      --json $W/bench/$job.json > $W/bench/$job.log 2>&1
   fi
-  log "scored $name"
-done; done
+  log "scored $job"
+  [ "$job" = lego_tc_gs_base ] && defaults_unchanged $run/point_cloud.ply
+done
 python experiments/rasterizer_modes/modes_table.py $W > $W/table.md 2>&1; log "table rc=$?"
 log "modes done"
