@@ -21,7 +21,7 @@ TRAINERS=${TRAINERS:-"gsexp main v153"}
 ITERS=${ITERS:-30000}
 pack() {  # everything small into one archive under $OUT (a call brings back 8 files)
   mkdir -p "$OUT"; cp $W/steps.log "$OUT"/ 2>/dev/null
-  tar czf "$OUT"/peers.tgz -C /tmp --exclude='*.png' --exclude='*.pt' --exclude='*.ply' --exclude=wandb peers
+  tar czf "$OUT"/peers.tgz -C /tmp --exclude='*.png' --exclude='*.pt' --exclude='*.ply' --exclude='*.tmp' --exclude=wandb peers  # *.tmp: a checkpoint being written
 }
 case "${1:-}" in
 wait)  # until the training rounds are done (or MARK, e.g. "render session done"), at most N seconds

@@ -2,7 +2,7 @@
 
     python experiments/rasterizer_modes/modes_table.py /tmp/peers/modes
 
-One row per run (<raster>_<mode>): the quick-mode test scores at the training resolution
+One row per run (<data>_<raster>_<mode>): the quick-mode test scores at the training resolution
 (summary.json), PSNR at 1/2x and 2x it (gsexp.eval with data.downscale 4 and 1), Gaussians,
 training time, the render time, and for tc_gs the PSNR of its fp16 image against fp32 vanilla's
 with the same mode (python -m gsexp.bench). Missing parts print as a dash.

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Issue 38's study on one GPU session, as one background job. Staged here by
 # `bash experiments/rasterizer_modes/stage.sh` (.device_modes: lego, prepared fern, the kernels from
-# before the modes, AlexNet for LPIPS, gsexp's wheels), then:
+# before the modes, AlexNet for LPIPS, gsexp's wheels; .device_pyc: pycolmap, which fern's loader
+# needs and which does not fit beside them), then, chained:
 #   carry .device_modes: source .device_modes/env.sh; setsid nohup bash experiments/rasterizer_modes/session.sh > /tmp/modes.log 2>&1 < /dev/null & sleep 2; bash experiments/peers/session.sh wait 560 "modes done"
-#   then:                source .device_modes/env.sh; bash experiments/peers/session.sh wait 580 "modes done"
+#   carry .device_pyc:   source .device_modes/env.sh; tar xJf .device_pyc/pycolmap.tar.xz -C /tmp/site; bash experiments/peers/session.sh wait 580 "modes done"
+#   then, until the MARK: source .device_modes/env.sh; bash experiments/peers/session.sh wait 580 "modes done"
+# (fern's jobs wait for pycolmap, up to 10 min). The H100 session of 2026-12-06 took ~19 min.
 # Runs, most needed first (one session's device time may not reach the last):
 # 1. lego at half resolution (400x400, every 8th test view: the quick mode), 30K steps with
 #    lego_fast's settings; fern prepared from its photos (gsexp.prepare) at half of images_8. Each
@@ -49,6 +52,9 @@ python experiments/webp_stage.py unpack $S/fern_webp /tmp/fern_prepared >> $W/un
 python -c "from gsexp.render.cuda import build; build.load()" > $W/build.log 2>&1; log "build rc=$?"
 for job in $JOBS; do
   data=${job%%_*}; rest=${job#*_}; m=${rest##*_}; r=${rest%_*}; run=$W/runs/$job
+  if [ "$data" = fern ]; then  # pycolmap comes with the second call
+    for _ in $(seq 600); do [ -d /tmp/site/pycolmap ] && break; sleep 1; done
+  fi
   s=$(date +%s)
   # shellcheck disable=SC2086  # the overrides are words
   python train.py ${DATA[$data]} ${RASTER[$r]} ${MODE[$m]} logger=none lpips_net=alex \
