@@ -26,6 +26,7 @@ enum { PREC_FP32 = 0, PREC_TF32 = 1, PREC_FP16 = 2 };
   X(int, backward, BACKWARD_EXACT) /* BACKWARD_*: the blend backward's kernel */                  \
   X(bool, heavy_first, true)       /* blocks take the longest tile lists first */                 \
   X(bool, timing, false)           /* CUDA events per stage (reading them syncs) */               \
+  X(float, dilation, COV2D_DILATION) /* preprocess: px^2 added to the 2D covariance's diagonal */ \
   X(bool, antialiased, false)      /* preprocess: Mip-Splatting's opacity compensation */         \
   X(bool, absgrad, false)          /* exact backward: also AbsGS's sum of |per-pixel d/d means2d| */ \
   X(bool, depth, false)            /* blends: also sum_i w_i z_i per pixel (BlendArgs::depth) */

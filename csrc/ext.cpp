@@ -203,7 +203,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
   auto depths = torch::empty({n}, f32);
   auto radii = torch::empty({n}, i32);
   auto touched = torch::empty({n}, i32);
-  launch_preprocess((int)n, g, (int)degree, cam, mode, options.antialiased,
+  launch_preprocess((int)n, g, (int)degree, cam, mode, {options.dilation, options.antialiased},
                     {means2d.data_ptr<float>(), conic_opacity.data_ptr<float>(), colors.data_ptr<float>(),
                      depths.data_ptr<float>(), radii.data_ptr<int>(), touched.data_ptr<int>()},
                     stream);
@@ -357,7 +357,8 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
   float* dc = grad_sh.data_ptr<float>();  // the gradients in the parameters' layout
   const ShView<float> grad_view{dc, sh_rest ? grad_rest.data_ptr<float>() : dc + 3, g.sh.dc_stride, g.sh.rest_stride,
                                 g.sh.rest_len};
-  launch_preprocess_backward((int)n, g, (int)degree, cam, options.antialiased, radii.data_ptr<int>(), grad_means2d.data_ptr<float>(),
+  launch_preprocess_backward((int)n, g, (int)degree, cam, {options.dilation, options.antialiased}, radii.data_ptr<int>(),
+                             grad_means2d.data_ptr<float>(),
                              grad_conic.data_ptr<float>(), grad_colors.data_ptr<float>(),
                              grad_depth ? grad_depths.data_ptr<float>() : nullptr,
                              {grad_means.data_ptr<float>(), grad_log_scales.data_ptr<float>(),

@@ -58,14 +58,21 @@ struct GaussianGrads {
   ShView<float> sh;
 };
 
-// intersect: INTERSECT_* (config.h); antialiased: the opacity times Mip-Splatting's
-// compensation (preprocess.cu aa_compensation), which conic_opacity then holds. The backward writes every gradient of every Gaussian,
+// The screen-space low-pass filter: `dilation` (px^2) is added to the 2D covariance's diagonal
+// (3DGS and gsplat: 0.3; Mip-Splatting's 2D filter: 0.1); antialiased: the opacity times
+// Mip-Splatting's compensation (preprocess.cu aa_compensation), which conic_opacity then holds.
+struct Filter2D {
+  float dilation = COV2D_DILATION;
+  bool antialiased = false;
+};
+
+// intersect: INTERSECT_* (config.h). The backward writes every gradient of every Gaussian,
 // zeros included, so only the blend's accumulated ones (means2d, conic, opacity, colours, and
 // depths: dL/dz, null without rasterizer.depth) need a cleared buffer.
 void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
-                       bool antialiased, PreprocessOut out, cudaStream_t stream);
+                       Filter2D filter, PreprocessOut out, cudaStream_t stream);
 
-void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, bool antialiased,
+void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, Filter2D filter,
                                 const int* radii,
                                 const float* grad_means2d, const float* grad_conic, const float* grad_colors,
                                 const float* grad_depths, GaussianGrads grads, cudaStream_t stream);

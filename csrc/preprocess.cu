@@ -43,7 +43,7 @@ struct Projection {
 };
 
 __device__ inline bool project(const Camera& cam, const float* p, const float* log_scale,
-                               const float* raw_quat, Projection& P) {
+                               const float* raw_quat, float dilation, Projection& P) {
   const float* v = cam.view;
   for (int r = 0; r < 3; ++r) P.t[r] = v[4 * r] * p[0] + v[4 * r + 1] * p[1] + v[4 * r + 2] * p[2] + v[4 * r + 3];
   float z = P.t[2];
@@ -74,8 +74,8 @@ __device__ inline bool project(const Camera& cam, const float* p, const float* l
   P.a0 = TS[0][0] * P.T[0][0] + TS[0][1] * P.T[0][1] + TS[0][2] * P.T[0][2];
   P.b = TS[0][0] * P.T[1][0] + TS[0][1] * P.T[1][1] + TS[0][2] * P.T[1][2];
   P.c0 = TS[1][0] * P.T[1][0] + TS[1][1] * P.T[1][1] + TS[1][2] * P.T[1][2];
-  P.a = P.a0 + COV2D_DILATION;
-  P.c = P.c0 + COV2D_DILATION;
+  P.a = P.a0 + dilation;
+  P.c = P.c0 + dilation;
   return true;
 }
 
@@ -147,12 +147,12 @@ template <int DEGREE>
 __global__ void preprocess_kernel(int n, const float* __restrict__ means,
                                   const float* __restrict__ log_scales, const float* __restrict__ quats,
                                   const float* __restrict__ opacity_logits, ShView<const float> sh,
-                                  Camera cam, int intersect, bool antialiased, PreprocessOut out) {
+                                  Camera cam, int intersect, Filter2D filter, PreprocessOut out) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float* p = means + 3 * i;
   Projection P;
-  bool in_front = project(cam, p, log_scales + 3 * i, quats + 4 * i, P);
+  bool in_front = project(cam, p, log_scales + 3 * i, quats + 4 * i, filter.dilation, P);
   out.depths[i] = P.t[2];
   float det = P.a * P.c - P.b * P.b;
   float mx = 0.f, my = 0.f, radius = 0.f;
@@ -166,7 +166,7 @@ __global__ void preprocess_kernel(int n, const float* __restrict__ means,
     radius = ceilf(3.f * __fsqrt_rn(mid + root));
     const float o = sigmoid(opacity_logits[i]);
     co = make_float4(__fdiv_rn(P.c, det), __fdiv_rn(-P.b, det), __fdiv_rn(P.a, det),
-                     antialiased ? o * aa_compensation(P) : o);
+                     filter.antialiased ? o * aa_compensation(P) : o);
     int x0, y0, x1, y1;
     Ellipse e;
     if (intersect == INTERSECT_AABB) {
@@ -214,16 +214,16 @@ template <int DEGREE, bool DEPTH>
 __device__ inline void backward_one(
     int i, const float* __restrict__ means, const float* __restrict__ log_scales,
     const float* __restrict__ quats, const float* __restrict__ opacity_logits,
-    ShView<const float> coeffs, int row, const Camera& cam, bool antialiased, const float* __restrict__ g_means2d,
+    ShView<const float> coeffs, int row, const Camera& cam, Filter2D filter, const float* __restrict__ g_means2d,
     const float* __restrict__ g_conic, const float* __restrict__ g_colors, const float* __restrict__ g_depths,
     float* g_means, float* g_log_scales, float* g_quats, float* g_opacity, ShView<float> g_sh) {
   const float* p = means + 3 * i;
   Projection P;
-  project(cam, p, log_scales + 3 * i, quats + 4 * i, P);
+  project(cam, p, log_scales + 3 * i, quats + 4 * i, filter.dilation, P);
   float o = sigmoid(opacity_logits[i]);
   const float g_o = g_opacity[i];  // per the opacity the blend read (compensated when antialiased)
-  const float comp = antialiased ? aa_compensation(P) : 1.f;
-  g_opacity[i] = antialiased ? g_o * comp * (o * (1.f - o)) : g_o * (o * (1.f - o));
+  const float comp = filter.antialiased ? aa_compensation(P) : 1.f;
+  g_opacity[i] = filter.antialiased ? g_o * comp * (o * (1.f - o)) : g_o * (o * (1.f - o));
   const float a = P.a, b = P.b, c = P.c, z = P.t[2];
   // conic = (c, -b, a) / det  ->  d/d(a, b, c) of the 2D covariance
   float det = a * c - b * b, den = det * det;
@@ -231,7 +231,7 @@ __device__ inline void backward_one(
   float ga = (-c * c * gA + b * c * gB - b * b * gC) / den;
   float gb = (2 * b * c * gA - (a * c + b * b) * gB + 2 * a * b * gC) / den;
   float gc = (-b * b * gA + a * b * gB - a * a * gC) / den;
-  if (antialiased) aa_compensation_backward(P, comp, g_o * o, ga, gb, gc);
+  if (filter.antialiased) aa_compensation_backward(P, comp, g_o * o, ga, gb, gc);
   // cov = T Sigma T^T, with b read from cov[0][1] only: Gs = G + G^T.
   float Gs[2][2] = {{2 * ga, gb}, {gb, 2 * gc}};
   float GT[2][3];  // Gs T
@@ -332,7 +332,7 @@ template <int DEGREE, bool DEPTH>
 __global__ void preprocess_backward_kernel(
     int n, const float* __restrict__ means, const float* __restrict__ log_scales,
     const float* __restrict__ quats, const float* __restrict__ opacity_logits,
-    ShView<const float> sh, Camera cam, bool antialiased, const int* __restrict__ radii,
+    ShView<const float> sh, Camera cam, Filter2D filter, const int* __restrict__ radii,
     const float* __restrict__ g_means2d, const float* __restrict__ g_conic,
     const float* __restrict__ g_colors, float* g_means, float* g_log_scales, float* g_quats,
     float* g_opacity, ShView<float> g_sh, const float* __restrict__ g_depths) {
@@ -347,7 +347,7 @@ __global__ void preprocess_backward_kernel(
   if (i < n && radii[i] > 0) {
     const ShView<float> mine = staged_view<float>(dc, rest, t, sh.rest_len);
     backward_one<DEGREE, DEPTH>(i, means, log_scales, quats, opacity_logits,
-                                {mine.dc, mine.rest, 0, 0, mine.rest_len}, 0, cam, antialiased, g_means2d, g_conic,
+                                {mine.dc, mine.rest, 0, 0, mine.rest_len}, 0, cam, filter, g_means2d, g_conic,
                                 g_colors, g_depths, g_means, g_log_scales, g_quats, g_opacity, mine);
     for (int c = rest_used<DEGREE>(); c < rest.len; ++c) rest_row[c] = 0.f;
   } else if (i < n) {
@@ -383,15 +383,15 @@ void with_degree(int degree, F f) {
 static size_t stage_bytes(int rest_len) { return sizeof(float) * BACKWARD_BLOCK * (3 + odd_pitch(rest_len)); }
 
 void launch_preprocess(int n, const GaussianParams& g, int degree, const Camera& cam, int intersect,
-                       bool antialiased, PreprocessOut out, cudaStream_t stream) {
+                       Filter2D filter, PreprocessOut out, cudaStream_t stream) {
   if (n == 0) return;
   with_degree(degree, [&](auto d) {
     preprocess_kernel<decltype(d)::value><<<(n + BLOCK - 1) / BLOCK, BLOCK, 0, stream>>>(
-        n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, intersect, antialiased, out);
+        n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, intersect, filter, out);
   });
 }
 
-void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, bool antialiased,
+void launch_preprocess_backward(int n, const GaussianParams& g, int degree, const Camera& cam, Filter2D filter,
                                 const int* radii,
                                 const float* grad_means2d, const float* grad_conic, const float* grad_colors,
                                 const float* grad_depths, GaussianGrads grads, cudaStream_t stream) {
@@ -400,7 +400,7 @@ void launch_preprocess_backward(int n, const GaussianParams& g, int degree, cons
     auto kernel = grad_depths ? preprocess_backward_kernel<decltype(d)::value, true>
                               : preprocess_backward_kernel<decltype(d)::value, false>;
     kernel<<<(n + BACKWARD_BLOCK - 1) / BACKWARD_BLOCK, BACKWARD_BLOCK, stage_bytes(g.sh.rest_len), stream>>>(
-        n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, antialiased, radii, grad_means2d, grad_conic,
+        n, g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, cam, filter, radii, grad_means2d, grad_conic,
         grad_colors, grads.means, grads.log_scales, grads.quats, grads.opacity_logits, grads.sh, grad_depths);
   });
 }

@@ -3,7 +3,7 @@
 // the intrinsics are their IEEE host operations.
 // `preprocess_host IN OUT`: IN holds a scene and the blend's gradients (the test writes it); at
 // every SH degree (16 bases stored) and in both SH layouts, then antialiased at degrees 1 and 3
-// (one layout each), it runs the forward and the backward (with the depth gradient dL/dz in the
+// (one layout each), then with Mip-Splatting's 0.1 px^2 dilation (with and without antialiased), it runs the forward and the backward (with the depth gradient dL/dz in the
 // joined layout, the backward's DEPTH kernel, and without it in the split one),
 // prints one line per case and appends the outputs and gradients to OUT for the test's comparison
 // with the torch reference. Both kernels' outputs start as NaN (they must write every value) and
@@ -152,17 +152,17 @@ template <typename T>
 void dump(FILE* f, const std::vector<T>& v) { std::fwrite(v.data(), sizeof(T), v.size(), f); }
 
 template <int D>
-void run_case(const Scene& s, bool joined, bool antialiased, FILE* out) {
+void run_case(const Scene& s, bool joined, Filter2D filter, FILE* out) {
   const int n = s.n;
   Sh sh = make_sh(n, joined, 0.f, &s.sh);
   const ShView<const float> shv = sh.view<const float>(sh.dc.data(), sh.rest.data());
   Forward f(n);
   launch(n, BLOCK, preprocess_kernel<D>, n, s.means.data(), s.log_scales.data(), s.quats.data(), s.logits.data(), shv,
-         s.cam, (int)INTERSECT_ACCUTILE, antialiased, f.out());
+         s.cam, (int)INTERSECT_ACCUTILE, filter, f.out());
   Grads g(n, joined, s.g_opacity);  // ext.cpp clears only the blend's gradients
   const bool depth = joined;
   launch(n, BACKWARD_BLOCK, depth ? preprocess_backward_kernel<D, true> : preprocess_backward_kernel<D, false>, n,
-         s.means.data(), s.log_scales.data(), s.quats.data(), s.logits.data(), shv, s.cam, antialiased,
+         s.means.data(), s.log_scales.data(), s.quats.data(), s.logits.data(), shv, s.cam, filter,
          (const int*)f.radii.data(), s.g_means2d.data(), s.g_conic.data(), s.g_colors.data(), g.means.data(),
          g.log_scales.data(), g.quats.data(), g.opacity.data(), g.sh.view<float>(g.sh.dc.data(), g.sh.rest.data()),
          depth ? (const float*)s.g_depths.data() : nullptr);
@@ -171,8 +171,8 @@ void run_case(const Scene& s, bool joined, bool antialiased, FILE* out) {
   dump(out, f.means2d), dump(out, f.conic), dump(out, f.colors), dump(out, f.depths), dump(out, f.radii);
   dump(out, f.touched), dump(out, g.means), dump(out, g.log_scales), dump(out, g.quats), dump(out, g.opacity);
   dump(out, joined_values(g.sh, n));
-  std::printf("degree %d %s%s: visible %d of %d\n", D, joined ? "joined" : "split", antialiased ? " antialiased" : "",
-              visible, n);
+  std::printf("degree %d %s%s dilation %.2f: visible %d of %d\n", D, joined ? "joined" : "split",
+              filter.antialiased ? " antialiased" : "", filter.dilation, visible, n);
 }
 
 int main(int argc, char** argv) {
@@ -182,14 +182,17 @@ int main(int argc, char** argv) {
   }
   const Scene s = read_scene(argv[1]);
   FILE* out = std::fopen(argv[2], "wb");
+  const Filter2D plain{}, aa{COV2D_DILATION, true};
   for (bool joined : {false, true}) {
-    run_case<0>(s, joined, false, out);
-    run_case<1>(s, joined, false, out);
-    run_case<2>(s, joined, false, out);
-    run_case<3>(s, joined, false, out);
+    run_case<0>(s, joined, plain, out);
+    run_case<1>(s, joined, plain, out);
+    run_case<2>(s, joined, plain, out);
+    run_case<3>(s, joined, plain, out);
   }
-  run_case<1>(s, false, true, out);
-  run_case<3>(s, true, true, out);
+  run_case<1>(s, false, aa, out);
+  run_case<3>(s, true, aa, out);
+  run_case<2>(s, false, {0.1f, false}, out);
+  run_case<3>(s, true, {0.1f, true}, out);
   std::fclose(out);
   return 0;
 }

@@ -221,7 +221,7 @@ def forward_errors(g, cam, settings, background=(0.0, 0.0, 0.0)) -> dict:
         out = render(g, cam, settings, background=background)
     diff = torch.maximum((out.image - ref.image).abs().amax(0), (out.alpha - ref.alpha).abs())
     off = torch.nonzero(diff > 1e-4)[:, [1, 0]]  # (x, y)
-    margins = decision_margins(g, cam, off[:200], settings.intersect, settings.antialiased)
+    margins = decision_margins(g, cam, off[:200], settings.intersect, settings.antialiased, settings.dilation)
     visible = ref.radii > 0
     return {
         "pixels_off": len(off),  # beyond 1e-4: each must be a flipped threshold decision
@@ -260,14 +260,16 @@ def gradient_errors(g, cam, settings, background=(0.0, 0.0, 0.0), seed: int = 0)
     return errors
 
 
-def decision_margins(g, cam, pixels: torch.Tensor, intersect: str = "aabb", antialiased: bool = False) -> torch.Tensor:
+def decision_margins(g, cam, pixels: torch.Tensor, intersect: str = "aabb", antialiased: bool = False,
+                     dilation: float = 0.3) -> torch.Tensor:
     """For pixels [P, 2] (x, y): in float64, how close (|log ratio|) any alpha of the pixel's
     tile list came to 1/255 or its transmittance to 1e-4 before it stopped. A pixel whose
     fp32 renders differ by more than rounding must have a margin near 0 (a decision flipped)."""
     from gsexp.render.reference import preprocess, tile_lists
 
     with torch.no_grad():
-        proj = preprocess(g.map(lambda t: t.detach().double()), cam, intersect=intersect, antialiased=antialiased)
+        proj = preprocess(g.map(lambda t: t.detach().double()), cam, intersect=intersect, antialiased=antialiased,
+                          dilation=dilation)
         tiles = tile_lists(proj, cam.width, cam.height)
         margins = []
         for x, y in pixels.tolist():

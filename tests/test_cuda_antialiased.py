@@ -1,5 +1,5 @@
 """rasterizer.antialiased on the CUDA rasterizer equals the torch reference (GPU only; skipped
-without one). The same bounds as tests/test_cuda_rasterizer.py: image within 1e-4 but for pixels
+without one), with 3DGS's dilation and with Mip-Splatting's 0.1 px^2 (rasterizer.dilation). The same bounds as tests/test_cuda_rasterizer.py: image within 1e-4 but for pixels
 whose threshold decisions rounding may flip, gradients within 1e-3 relative norm. The CPU check of
 the kernels' compensation and its gradient is tests/test_preprocess_host.py."""
 import pytest
@@ -12,7 +12,9 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 SCENES = [(1, 800, 130, 97, 3), (2, 5000, 320, 240, 1)]  # seed, Gaussians, width, height, SH degree
 BACKGROUND = (0.2, 0.5, 0.9)
-VARIANTS = [("vanilla", {}), ("vanilla", {"intersect": "accutile"}), ("tc_gs", {"precision": "fp32", "intersect": "snugbox"})]
+VARIANTS = [("vanilla", {}), ("vanilla", {"intersect": "accutile"}), ("tc_gs", {"precision": "fp32", "intersect": "snugbox"}),
+            ("tc_gs", {"precision": "fp32", "intersect": "accutile", "dilation": 0.1}),  # Mip-Splatting's 2D filter
+            ("gemm_gs", {"precision": "fp32", "dilation": 0.1})]
 
 
 @pytest.mark.parametrize("scene", SCENES)
@@ -44,3 +46,15 @@ def test_hit_counts_follow_the_switch():
                                                                              intersect="accutile"))
     assert (ours - ref).abs().sum() <= 2e-4 * cam.width * cam.height + 2
     assert not torch.equal(ours, hit_counts(g, cam, settings.replace(antialiased=False)))
+
+
+def test_dilation_reaches_the_kernels():
+    """Without antialiased too: 0.1 px^2 renders the reference's image, not the 0.3 one."""
+    g, cam = cuda_scene(*SCENES[0])
+    settings = make_settings("tc_gs", precision="fp32", dilation=0.1)
+    e = forward_errors(g, cam, settings, background=BACKGROUND)
+    assert e["radii_equal"] > 0.999 and e["pixels_off"] <= 2e-4 * e["pixels"], e
+    with torch.no_grad():
+        sharp = render(g, cam, settings, background=BACKGROUND).image
+        wide = render(g, cam, settings.replace(dilation=0.3), background=BACKGROUND).image
+    assert (sharp - wide).abs().max() > 1e-2

@@ -34,6 +34,8 @@ def test_extension_compiles_and_mirrors_the_constants():
     # the issue 38 modes the kernels read reach them by name (options_of), off by default
     assert (o.antialiased, o.absgrad, o.depth) == (False, False, False)
     assert options_of(make_settings("tc_gs", depth=True)).depth and not options_of(make_settings("tc_gs")).depth
+    assert o.dilation == pytest.approx(constants.COV2D_DILATION)  # rasterizer.dilation: 3DGS's 0.3 unless set
+    assert options_of(make_settings("gemm_gs", dilation=0.1)).dilation == pytest.approx(0.1)
 
 
 def test_flags_target_hopper_with_portable_ptx():

@@ -1,6 +1,7 @@
 """csrc/preprocess.cu's kernels built for the CPU (tests/preprocess_host.cpp: a block's threads as
 std::threads meeting at a barrier), at every SH degree and in both SH layouts, and antialiased (Mip-Splatting's
-opacity compensation) at two of them: the outputs and gradients agree with the torch reference
+opacity compensation) at two of them, and with Mip-Splatting's 0.1 px^2 dilation (rasterizer.dilation)
+with and without it: the outputs and gradients agree with the torch reference
 in float64 (in the joined layout with a gradient for the depths too, rasterizer.depth's dL/dz,
 which only the means receive), and the backward, which moves a block's SH
 rows through shared memory, writes every gradient itself (zeros where culled or unused).
@@ -22,8 +23,8 @@ from gsexp.render.reference.preprocess import preprocess
 from render_helpers import culled_runs, random_scene, rel_error
 
 REPO = Path(__file__).resolve().parents[1]
-LINE = re.compile(r"degree (\d) (split|joined)( antialiased)?: visible (\d+) of (\d+)")
-CASES = 10  # 4 degrees x 2 layouts, then 2 antialiased
+LINE = re.compile(r"degree (\d) (split|joined)( antialiased)? dilation ([\d.]+): visible (\d+) of (\d+)")
+CASES = 12  # 4 degrees x 2 layouts, then 2 antialiased, then 2 with dilation 0.1
 N = 8000
 
 
@@ -90,10 +91,10 @@ def test_kernels_on_the_cpu(tmp_path):
     outputs = cases(raw)
     seen = set()
     for m, ours in zip(lines, outputs):
-        degree, layout, aa, visible, n = m.groups()
-        degree, aa = int(degree), aa is not None
+        degree, layout, aa, dilation, visible, n = m.groups()
+        degree, aa, dilation = int(degree), aa is not None, float(dilation)
         assert 0.3 < int(visible) / int(n) < 0.7, m.group(0)  # culled and visible Gaussians, in runs
-        seen.add((degree, layout, aa))
+        seen.add((degree, layout, aa, dilation))
         culled = ours["radii"][:, 0] == 0
         for name in ("means2d", "conic_opacity", "colors", "depths"):  # every output written
             assert torch.isfinite(ours[name]).all(), (degree, layout, name)
@@ -102,7 +103,7 @@ def test_kernels_on_the_cpu(tmp_path):
 
         # against the float64 reference, on the Gaussians both keep
         leaves = g.map(lambda t: t.detach().double().requires_grad_())
-        ref = preprocess(leaves, cam, sh_degree=degree, intersect="accutile", antialiased=aa)
+        ref = preprocess(leaves, cam, sh_degree=degree, intersect="accutile", antialiased=aa, dilation=dilation)
         radii = ours["radii"][:, 0]
         assert (radii == ref.radii).float().mean() > 0.999, degree
         both = (radii > 0) & (ref.radii > 0)
@@ -122,5 +123,5 @@ def test_kernels_on_the_cpu(tmp_path):
             assert rel_error(mine[both], theirs[both]) < 1e-5, (degree, layout, name, rel_error(mine[both], theirs[both]))
         used = (degree + 1) ** 2
         assert not ours["sh"].view(N, 16, 3)[:, used:].any()
-    assert seen == {(d, layout, False) for d in range(4) for layout in ("split", "joined")} | {
-        (1, "split", True), (3, "joined", True)}
+    assert seen == {(d, layout, False, 0.3) for d in range(4) for layout in ("split", "joined")} | {
+        (1, "split", True, 0.3), (3, "joined", True, 0.3), (2, "split", False, 0.1), (3, "joined", True, 0.1)}

@@ -28,6 +28,11 @@ export GSEXP_SHARED=$PWD/$S/shared   # AlexNet's ImageNet weights for LPIPS (no 
 JOBS=${JOBS:-"lego_tc_gs_base lego_tc_gs_aa lego_vanilla_base lego_vanilla_aa lego_tc_gs_abs lego_tc_gs_both
   lego_vanilla_abs lego_vanilla_both fern_tc_gs_base fern_tc_gs_aa fern_tc_gs_abs fern_tc_gs_both
   lego_tc_gs_mip fern_vanilla_base fern_vanilla_aa"}
+# A second session (2026-12-06's has the rows above): a second seed, Mip-Splatting's own 2D filter
+# (0.1 px^2), AbsGS at about base's Gaussian count, e.g.
+#   JOBS="lego_tc_gs_base_s1 lego_tc_gs_mip01 lego_tc_gs_aa01 fern_tc_gs_mip01 fern_tc_gs_aa01 lego_tc_gs_abs2
+#         fern_tc_gs_abs2 fern_tc_gs_base_s1 fern_tc_gs_aa_s1 fern_vanilla_aa_s1"   (a trailing _s<k>: seed k)
+# defaults_unchanged runs after the first lego tc_gs base job, whatever its seed.
 declare -A DATA=(
   [lego]="experiment=lego_fast data.path=/tmp/lego data.downscale=2"
   [fern]="data=colmap data.path=/tmp/fern_prepared data.downscale=2 iterations=30000 eval_every=0 checkpoint_every=0 log_every=100 pair_capacity=true"
@@ -36,8 +41,12 @@ declare -A RASTER=([tc_gs]="rasterizer=tc_gs rasterizer.intersect=accutile"
                    [vanilla]="rasterizer=vanilla rasterizer.intersect=accutile")
 declare -A MODE=([base]="" [aa]="rasterizer.antialiased=true" [abs]="strategy.options.absgrad=true"
                  [both]="rasterizer.antialiased=true strategy.options.absgrad=true"
-                 [mip]="rasterizer.antialiased=true model.filter_3d=true")  # the 2D filter with the 3D one
-declare -A SPEC=([base]="" [aa]=":antialiased=true" [abs]="" [both]=":antialiased=true" [mip]=":antialiased=true")
+                 [mip]="rasterizer.antialiased=true model.filter_3d=true"  # the 2D filter with the 3D one
+                 [aa01]="rasterizer.antialiased=true rasterizer.dilation=0.1"  # Mip-Splatting's 2D filter
+                 [mip01]="rasterizer.antialiased=true rasterizer.dilation=0.1 model.filter_3d=true"  # all of Mip-Splatting
+                 [abs2]="strategy.options.absgrad=true strategy.options.absgrad_threshold=0.0004")
+declare -A SPEC=([base]="" [aa]=":antialiased=true" [abs]="" [both]=":antialiased=true" [mip]=":antialiased=true"
+                 [aa01]=":antialiased=true:dilation=0.1" [mip01]=":antialiased=true:dilation=0.1" [abs2]="")
 
 defaults_unchanged() {  # $1: the PLY the timing renders
   [ -f $S/modes_before.tgz ] || { log "defaults unchanged: no $S/modes_before.tgz"; return; }
@@ -51,13 +60,14 @@ python experiments/webp_stage.py unpack $S/fern_webp /tmp/fern_prepared >> $W/un
   tar xzf $S/fern_rest.tgz -C /tmp/fern_prepared; log "unpack rc=$? ($(tr '\n' ' ' < $W/unpack.log))"
 python -c "from gsexp.render.cuda import build; build.load()" > $W/build.log 2>&1; log "build rc=$?"
 for job in $JOBS; do
-  data=${job%%_*}; rest=${job#*_}; m=${rest##*_}; r=${rest%_*}; run=$W/runs/$job
+  seed=0; base=$job; [[ $job =~ _s([0-9]+)$ ]] && { seed=${BASH_REMATCH[1]}; base=${job%_s*}; }
+  data=${base%%_*}; rest=${base#*_}; m=${rest##*_}; r=${rest%_*}; run=$W/runs/$job
   if [ "$data" = fern ]; then  # pycolmap comes with the second call
     for _ in $(seq 600); do [ -d /tmp/site/pycolmap ] && break; sleep 1; done
   fi
   s=$(date +%s)
   # shellcheck disable=SC2086  # the overrides are words
-  python train.py ${DATA[$data]} ${RASTER[$r]} ${MODE[$m]} logger=none lpips_net=alex \
+  python train.py ${DATA[$data]} ${RASTER[$r]} ${MODE[$m]} seed=$seed logger=none lpips_net=alex \
     hydra.run.dir=$run resume=auto > $W/runs/$job.log 2>&1
   log "train $job rc=$? ($(( $(date +%s) - s )) s wall)"
   for scale in 4 1; do
@@ -69,7 +79,7 @@ for job in $JOBS; do
       --json $W/bench/$job.json > $W/bench/$job.log 2>&1
   fi
   log "scored $job"
-  [ "$job" = lego_tc_gs_base ] && defaults_unchanged $run/point_cloud.ply
+  if [ "$data/$r/$m" = lego/tc_gs/base ] && [ ! -f $W/defaults_unchanged.txt ]; then defaults_unchanged $run/point_cloud.ply; fi
 done
 python experiments/rasterizer_modes/modes_table.py $W > $W/table.md 2>&1; log "table rc=$?"
 log "modes done"

@@ -13,11 +13,12 @@ A switch the variant lacks fails with the names of the variants that have it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 from gsexp.errors import ConfigError, InvalidCombination
-from gsexp.render.constants import BLENDS, INTERSECTS, PRECISIONS
+from gsexp.render.constants import BLENDS, COV2D_DILATION, INTERSECTS, PRECISIONS
 
 BATCHES = (32, 64, 128)  # Gaussians per pipeline stage of the CUDA matrix blends
 TILE_ORDERS = ("heavy_first", "raster")
@@ -44,8 +45,10 @@ class RasterSettings:
     3-sigma square; snugbox: the exact box of the alpha = 1/255 ellipse; accutile: only the
     tiles that ellipse touches). timing: per-stage times in `stage_ms` (costs a sync).
     tile_order: heavy_first runs the longest tile lists first (no effect on the image).
+    dilation: the variance in pixels^2 added to the screen-space covariance's diagonal, a low-pass
+    filter (3DGS and gsplat's eps2d: 0.3; Mip-Splatting's 2D filter: 0.1).
     antialiased: Mip-Splatting's 2D filter (gsplat's rasterize_mode="antialiased"): the opacity
-    times sqrt(det S / det(S + 0.3 I)), S the undilated screen-space covariance.
+    times sqrt(det S / det(S + dilation I)), S the undilated screen-space covariance.
     depth: also `out.depth` (expected depth sum w z / sum w) and `out.depth_accumulated`
     (sum w z), differentiable; every variant (the CUDA blends composite z as a fourth channel).
     absgrad: `out.means2d_absgrad`, filled by backward(): per Gaussian the sum over its pixels of
@@ -55,6 +58,7 @@ class RasterSettings:
     timing: bool = False
     tile_order: str = "heavy_first"
     backward: str = "exact"
+    dilation: float = COV2D_DILATION
     antialiased: bool = False
     depth: bool = False
     absgrad: bool = False
@@ -69,6 +73,9 @@ class RasterSettings:
         _need(self.backend != "cuda" or self.backward in CUDA_BACKWARDS, "backward",
               f"{self.backward!r} runs on the reference only (rasterizer=torch); the CUDA kernels "
               f"have {', '.join(CUDA_BACKWARDS)}", InvalidCombination)
+        d = self.dilation
+        _need(isinstance(d, (int, float)) and not isinstance(d, bool) and math.isfinite(d) and d > 0, "dilation",
+              f"must be a variance in pixels^2 above 0 (3DGS: 0.3, Mip-Splatting: 0.1), got {d!r}")
         _need(self.backward == "exact" or not self.absgrad, "absgrad",
               f"absgrad needs backward=exact (the per-pixel terms), not {self.backward!r}", InvalidCombination)
         for f in dataclasses.fields(self):
@@ -226,5 +233,6 @@ def from_keywords(backend: str = "torch", blend: str = "vanilla", **switches) ->
 
 def reference_of(settings: RasterSettings) -> TorchSettings:
     """The reference settings that compute what `settings` computes (for parity checks)."""
-    return TorchSettings(intersect=settings.intersect, timing=settings.timing, antialiased=settings.antialiased,
-                         depth=settings.depth, absgrad=settings.absgrad, **settings.formula)
+    return TorchSettings(intersect=settings.intersect, timing=settings.timing, dilation=settings.dilation,
+                         antialiased=settings.antialiased, depth=settings.depth, absgrad=settings.absgrad,
+                         **settings.formula)

@@ -70,7 +70,8 @@ def hit_counts(gaussians, camera, settings=None, pixel_mask=None) -> torch.Tenso
     _check_device(gaussians, "hit_counts")
     means = gaussians.means
     counts = torch.zeros(len(means), dtype=torch.int32, device=means.device)
-    vanilla = VanillaSettings(intersect=settings.intersect, antialiased=settings.antialiased) if settings \
+    vanilla = VanillaSettings(intersect=settings.intersect, antialiased=settings.antialiased,
+                              dilation=settings.dilation) if settings \
         else VanillaSettings()
     raw = [t if t is None else t.detach() for t in raw_params(gaussians)]
     means2d = torch.empty(len(means), 2, device=means.device)

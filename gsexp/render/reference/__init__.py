@@ -74,7 +74,8 @@ def rasterize(gaussians, camera, settings, background: torch.Tensor, sh_degree: 
     if settings.timing:
         gaussians = _clock_inputs(gaussians, stage_ms, device)
     with _timed(timed, "preprocess", device):
-        proj = preprocess(gaussians, camera, sh_degree, settings.intersect, settings.antialiased)
+        proj = preprocess(gaussians, camera, sh_degree, settings.intersect, settings.antialiased,
+                          settings.dilation)
     with _timed(timed, "duplicate", device):
         gauss_ids, tile_xy = duplicate(proj)
     with _timed(timed, "sort", device):
@@ -102,7 +103,8 @@ def hit_counts(gaussians, camera, settings, pixel_mask=None) -> torch.Tensor:
     """[N] int64 pixels each Gaussian contributes to under vanilla's rules, on the settings' tiles
     (with pixel_mask [H, W], only the pixels it marks)."""
     camera = camera.to(gaussians.means.device)
-    proj = preprocess(gaussians, camera, intersect=settings.intersect, antialiased=settings.antialiased)
+    proj = preprocess(gaussians, camera, intersect=settings.intersect, antialiased=settings.antialiased,
+                      dilation=settings.dilation)
     tiles = tile_lists(proj, camera.width, camera.height)
     counts = torch.zeros(len(gaussians), dtype=torch.long, device=gaussians.means.device)
     *_, rounds = blend_forward(proj.means2d, proj.conics, proj.opacities, proj.colors, tiles,

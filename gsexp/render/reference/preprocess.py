@@ -27,11 +27,11 @@ class Projected:
 
 
 def preprocess(gaussians, camera, sh_degree: int | None = None, intersect: str = "aabb",
-               antialiased: bool = False) -> Projected:
+               antialiased: bool = False, dilation: float = COV2D_DILATION) -> Projected:
     """Everything per Gaussian that the blend needs, differentiable by autograd. `intersect`
-    picks the tiles (reference/intersect.py); aabb is vanilla's 3-sigma square. antialiased:
-    Mip-Splatting's 2D filter, the opacity times aa_compensation (the tight modes' ellipses
-    then use that opacity)."""
+    picks the tiles (reference/intersect.py); aabb is vanilla's 3-sigma square. dilation: px^2
+    added to the 2D covariance's diagonal. antialiased: Mip-Splatting's 2D filter, the opacity
+    times aa_compensation (the tight modes' ellipses then use that opacity)."""
     if intersect not in INTERSECTS:
         raise ValueError(f"render: intersect must be one of {INTERSECTS}, got {intersect!r}")
     w2c = camera.world_to_camera.to(gaussians.means)
@@ -53,16 +53,16 @@ def preprocess(gaussians, camera, sh_degree: int | None = None, intersect: str =
     ], dim=-1).reshape(-1, 2, 3)
     t = jac @ rot
     cov2d = t @ covariance_3d(gaussians.log_scales, gaussians.quats) @ t.transpose(1, 2)
-    a = cov2d[:, 0, 0] + COV2D_DILATION
+    a = cov2d[:, 0, 0] + dilation
     b = cov2d[:, 0, 1]
-    c = cov2d[:, 1, 1] + COV2D_DILATION
+    c = cov2d[:, 1, 1] + dilation
     det = a * c - b * b
     valid = in_front & (det > 0)
     det_safe = torch.where(valid, det, torch.ones_like(det))
     conics = torch.stack([c / det_safe, -b / det_safe, a / det_safe], dim=-1)
     opacities = gaussians.opacities
     if antialiased:
-        opacities = opacities * aa_compensation(cov2d[:, 0, 0], b, cov2d[:, 1, 1], valid)
+        opacities = opacities * aa_compensation(cov2d[:, 0, 0], b, cov2d[:, 1, 1], valid, dilation)
 
     means2d = torch.stack([
         camera.fx * p_view[:, 0] / z_safe + camera.cx - 0.5,
@@ -97,12 +97,12 @@ def preprocess(gaussians, camera, sh_degree: int | None = None, intersect: str =
                      None if pairs is None else tuple(pairs))
 
 
-def aa_compensation(a0, b, c0, valid):
-    """sqrt(det S / det(S + COV2D_DILATION I)) for the undilated 2D covariance S = [[a0, b], [b, c0]]:
+def aa_compensation(a0, b, c0, valid, dilation: float = COV2D_DILATION):
+    """sqrt(det S / det(S + dilation I)) for the undilated 2D covariance S = [[a0, b], [b, c0]]:
     the dilated Gaussian keeps the mass of the undilated one (Mip-Splatting's 2D filter, gsplat's
     rasterize_mode="antialiased"). 0 where det S <= 0; culled rows (not `valid`) get 1."""
     det0 = a0 * c0 - b * b
-    det = (a0 + COV2D_DILATION) * (c0 + COV2D_DILATION) - b * b
+    det = (a0 + dilation) * (c0 + dilation) - b * b
     ok = valid & (det0 > 0)
     one = torch.ones_like(det0)
     ratio = torch.where(ok, det0, one) / torch.where(ok, det, one)  # no 0/0 or sqrt'(0) in autograd
