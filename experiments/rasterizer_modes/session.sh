@@ -32,7 +32,8 @@ JOBS=${JOBS:-"lego_tc_gs_base lego_tc_gs_aa lego_vanilla_base lego_vanilla_aa le
 # (0.1 px^2), AbsGS at about base's Gaussian count, e.g.
 #   JOBS="lego_tc_gs_base_s1 lego_tc_gs_mip01 lego_tc_gs_aa01 fern_tc_gs_mip01 fern_tc_gs_aa01 lego_tc_gs_abs2
 #         fern_tc_gs_abs2 fern_tc_gs_base_s1 fern_tc_gs_aa_s1 fern_vanilla_aa_s1"   (a trailing _s<k>: seed k)
-# defaults_unchanged runs after the first lego tc_gs base job, whatever its seed.
+# defaults_unchanged runs after the first lego tc_gs base job, whatever its seed. PYTESTS="tests/..."
+# runs those GPU tests after the jobs, e.g. PYTESTS="tests/test_cuda_antialiased.py tests/test_cuda_matrix_blends.py".
 declare -A DATA=(
   [lego]="experiment=lego_fast data.path=/tmp/lego data.downscale=2"
   [fern]="data=colmap data.path=/tmp/fern_prepared data.downscale=2 iterations=30000 eval_every=0 checkpoint_every=0 log_every=100 pair_capacity=true"
@@ -82,4 +83,9 @@ for job in $JOBS; do
   if [ "$data/$r/$m" = lego/tc_gs/base ] && [ ! -f $W/defaults_unchanged.txt ]; then defaults_unchanged $run/point_cloud.ply; fi
 done
 python experiments/rasterizer_modes/modes_table.py $W > $W/table.md 2>&1; log "table rc=$?"
+if [ -n "${PYTESTS:-}" ]; then  # GPU tests after the timed runs (biker comes in .device_pyc/shared)
+  # shellcheck disable=SC2086  # the test files are words
+  GSEXP_SHARED=$PWD/.device_pyc/shared python -m pytest -q -p no:cacheprovider $PYTESTS > $W/gpu_tests.log 2>&1
+  log "gpu tests rc=$? ($(tail -1 $W/gpu_tests.log))"
+fi
 log "modes done"
