@@ -121,3 +121,20 @@ def test_every_variant_takes_a_dilation():
     for bad in (0, -0.1, float("nan"), True, "0.1"):
         with pytest.raises(ValueError, match="rasterizer.dilation: must be a variance in pixels"):
             make_settings("tc_gs", dilation=bad)
+
+
+def test_hit_counts_use_every_shared_switch_of_the_settings():
+    """The CUDA hit counts run vanilla's blend on the settings' own preprocess and tiles: every
+    switch all variants share carries over (a new one too), less the per-call outputs."""
+    import dataclasses
+
+    from gsexp.render.settings import RasterSettings, counting_settings
+
+    s = make_settings("tc_gs", intersect="accutile", dilation=0.1, antialiased=True, depth=True, tile_order="raster",
+                      timing=True)
+    v = counting_settings(s)
+    assert v.name == "vanilla" and (v.depth, v.timing, v.absgrad, v.backward) == (False, False, False, "exact")
+    for f in dataclasses.fields(RasterSettings):
+        if f.name not in ("depth", "timing", "absgrad", "backward"):
+            assert getattr(v, f.name) == getattr(s, f.name), f.name
+    assert counting_settings(make_settings("torch", backward="gemm_bf16")).backward == "exact"  # reference-only

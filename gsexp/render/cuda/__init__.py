@@ -7,7 +7,7 @@ import torch
 from gsexp.render.cuda.build import CudaUnavailable, load
 from gsexp.render.cuda.function import Rasterize, camera_values
 from gsexp.render.output import RenderOutput
-from gsexp.render.settings import VanillaSettings
+from gsexp.render.settings import VanillaSettings, counting_settings
 
 __all__ = ["rasterize", "hit_counts", "load", "CudaUnavailable", "options_of"]
 
@@ -70,9 +70,7 @@ def hit_counts(gaussians, camera, settings=None, pixel_mask=None) -> torch.Tenso
     _check_device(gaussians, "hit_counts")
     means = gaussians.means
     counts = torch.zeros(len(means), dtype=torch.int32, device=means.device)
-    vanilla = VanillaSettings(intersect=settings.intersect, antialiased=settings.antialiased,
-                              dilation=settings.dilation) if settings \
-        else VanillaSettings()
+    vanilla = counting_settings(settings) if settings else VanillaSettings()
     raw = [t if t is None else t.detach() for t in raw_params(gaussians)]
     means2d = torch.empty(len(means), 2, device=means.device)
     background = torch.zeros(3, device=means.device)
