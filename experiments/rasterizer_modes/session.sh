@@ -11,7 +11,7 @@
 # 1. lego at half resolution (400x400, every 8th test view: the quick mode), 30K steps with
 #    lego_fast's settings; fern prepared from its photos (gsexp.prepare) at half of images_8. Each
 #    model is scored at 1/2x and 2x its training resolution (gsexp.eval data.downscale=4 and 1:
-#    Mip-Splatting's single-scale-train, multi-scale-test protocol); tc_gs's lego models are
+#    Mip-Splatting's single-scale-train, multi-scale-test protocol); tc_gs's models are
 #    also rendered by python -m gsexp.bench in fp32 vanilla and fp16 tc_gs with the mode (the
 #    image PSNR between them: tc_gs's fp16 error with the mode). ~75 s a run.
 # 2. After the first lego model: defaults_unchanged.sh (the kernels from before the modes against
@@ -74,8 +74,11 @@ for job in $JOBS; do
   for scale in 4 1; do
     python -m gsexp.eval $run data.downscale=$scale lpips_net=alex out=$W/eval/${job}_ds$scale > $W/eval/${job}_ds$scale.log 2>&1
   done
-  if [ "$data" = lego ] && [ "$r" = tc_gs ]; then
-    python -m gsexp.bench --ply $run/point_cloud.ply --up z --width 800 --height 800 --num-cameras 4 --frames 5 --rounds 1 \
+  if [ "$r" = tc_gs ]; then  # lego: 4 orbit views at 800x800; fern: its test views at images_8's size
+    cams="--up z --width 800 --height 800 --num-cameras 4"
+    [ "$data" = fern ] && cams="--cameras test --data-kind colmap --data-path /tmp/fern_prepared --num-cameras 0"
+    # shellcheck disable=SC2086  # the camera options are words
+    python -m gsexp.bench --ply $run/point_cloud.ply $cams --frames 5 --rounds 1 \
       --rasterizers "vanilla:intersect=accutile${SPEC[$m]},tc_gs:intersect=accutile${SPEC[$m]}" \
       --json $W/bench/$job.json > $W/bench/$job.log 2>&1
   fi
