@@ -110,9 +110,9 @@ def compare(before: dict, after: dict, before2: dict | None = None, after2: dict
     run to run: with a second round, each case's bound is twice the larger run-to-run difference
     of either version against itself (never below ATOMICS_REL); without one, ATOMICS_REL."""
     bad = 0
-    sides = [before, after, before2, after2]
-    timings = [s.pop("timing", None) if s else None for s in sides]
-    for name, timing in zip(("before", "after", "before, round 2", "after, round 2"), timings):
+    before, after, before2, after2 = (dict(s) if s else None for s in (before, after, before2, after2))
+    for name, side in zip(("before", "after", "before, round 2", "after, round 2"), (before, after, before2, after2)):
+        timing = side.pop("timing", None) if side else None
         if timing:
             print(f"{name}: {timing}")
     print(f"{'case':<44} {'forward':>8} {'grads exact':>12} {'before/after':>13} {'run to run':>11}")

@@ -46,8 +46,9 @@ declare -A MODE=([base]="" [aa]="rasterizer.antialiased=true" [abs]="strategy.op
                  [aa01]="rasterizer.antialiased=true rasterizer.dilation=0.1"  # Mip-Splatting's 2D filter
                  [mip01]="rasterizer.antialiased=true rasterizer.dilation=0.1 model.filter_3d=true"  # all of Mip-Splatting
                  [abs2]="strategy.options.absgrad=true strategy.options.absgrad_threshold=0.0004")
-declare -A SPEC=([base]="" [aa]=":antialiased=true" [abs]="" [both]=":antialiased=true" [mip]=":antialiased=true"
-                 [aa01]=":antialiased=true:dilation=0.1" [mip01]=":antialiased=true:dilation=0.1" [abs2]="")
+spec() {  # a mode's rasterizer overrides as gsexp.bench spec keys: rasterizer.k=v -> :k=v
+  local o; for o in ${MODE[$1]}; do [[ $o == rasterizer.* ]] && printf ':%s' "${o#rasterizer.}"; done; return 0
+}
 
 defaults_unchanged() {  # $1: the PLY the timing renders
   [ -f $S/modes_before.tgz ] || { log "defaults unchanged: no $S/modes_before.tgz"; return; }
@@ -79,7 +80,7 @@ for job in $JOBS; do
     [ "$data" = fern ] && cams="--cameras test --data-kind colmap --data-path /tmp/fern_prepared --num-cameras 0"
     # shellcheck disable=SC2086  # the camera options are words
     python -m gsexp.bench --ply $run/point_cloud.ply $cams --frames 5 --rounds 1 \
-      --rasterizers "vanilla:intersect=accutile${SPEC[$m]},tc_gs:intersect=accutile${SPEC[$m]}" \
+      --rasterizers "vanilla:intersect=accutile$(spec $m),tc_gs:intersect=accutile$(spec $m)" \
       --json $W/bench/$job.json > $W/bench/$job.log 2>&1
   fi
   log "scored $job"

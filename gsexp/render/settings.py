@@ -231,15 +231,19 @@ def from_keywords(backend: str = "torch", blend: str = "vanilla", **switches) ->
     return make_settings(names[blend], **switches)
 
 
+def _shared_switches(settings: RasterSettings) -> dict:
+    """The switches every variant has (RasterSettings' fields), as `settings` sets them."""
+    return {f.name: getattr(settings, f.name) for f in dataclasses.fields(RasterSettings)}
+
+
 def counting_settings(settings: RasterSettings) -> VanillaSettings:
     """Vanilla's blend on `settings`' preprocess and tile sets, what the CUDA hit counts run: every
     switch all variants share, less the per-call outputs (timing, depth, absgrad)."""
-    shared = {f.name: getattr(settings, f.name) for f in dataclasses.fields(RasterSettings)}
-    return VanillaSettings(**{**shared, "timing": False, "depth": False, "absgrad": False, "backward": "exact"})
+    return VanillaSettings(**{**_shared_switches(settings), "timing": False, "depth": False, "absgrad": False,
+                              "backward": "exact"})
 
 
 def reference_of(settings: RasterSettings) -> TorchSettings:
-    """The reference settings that compute what `settings` computes (for parity checks)."""
-    return TorchSettings(intersect=settings.intersect, timing=settings.timing, dilation=settings.dilation,
-                         antialiased=settings.antialiased, depth=settings.depth, absgrad=settings.absgrad,
-                         **settings.formula)
+    """The reference settings that compute what `settings` computes (for parity checks): every
+    shared switch, and the blend formula's arguments."""
+    return TorchSettings(**{**_shared_switches(settings), **settings.formula})
