@@ -8,10 +8,11 @@
 versions share); every case is one variant x intersect x backward on a seeded scene with the
 modes off, its forward outputs and its gradients for a fixed random weighting of the image.
 `compare`: the forward outputs must match bit for bit; the gradients come from atomics, whose
-order changes from run to run. On small random scenes they agree to the project's atomics bound
-(relative norm 1e-5); a trained scene's (lego, 222K Gaussians) differ by ~1e-4 between two runs
-of the same kernels, so with a second round each case is held to twice the run-to-run difference
-of either version. How many match exactly is printed. Exit status 1 on any difference beyond.
+order changes from run to run, so they must match to the project's atomics bound (relative norm
+1e-5), and how many match exactly is printed. Exit status 1 on any difference beyond that. A
+trained scene's gradients (lego, 222K Gaussians) differ by ~1e-4 between two runs of the same
+kernels, so with a second round each case also shows that run-to-run difference, and the summary
+counts the cases beyond the bound that stay within twice it.
 """
 from __future__ import annotations
 
@@ -106,10 +107,13 @@ def worst_grad(b: dict, a: dict) -> float:
 
 
 def compare(before: dict, after: dict, before2: dict | None = None, after2: dict | None = None) -> int:
-    """Forward outputs must match bit for bit. Gradients come from atomics, whose order changes from
-    run to run: with a second round, each case's bound is twice the larger run-to-run difference
-    of either version against itself (never below ATOMICS_REL); without one, ATOMICS_REL."""
-    bad = 0
+    """Forward outputs must match bit for bit, gradients within the project's atomics bound
+    ATOMICS_REL. With a second round, each case also prints the larger run-to-run difference of
+    either version against itself, and the summary counts the cases beyond the bound that are
+    within twice it: on trained scenes two runs of the same kernels already differ by more than
+    ATOMICS_REL. That count is information; the bound stays ATOMICS_REL (not loosened without a
+    GPU log of a new one passing)."""
+    bad = within_spread = 0
     before, after, before2, after2 = (dict(s) if s else None for s in (before, after, before2, after2))
     for name, side in zip(("before", "after", "before, round 2", "after, round 2"), (before, after, before2, after2)):
         timing = side.pop("timing", None) if side else None
@@ -127,12 +131,14 @@ def compare(before: dict, after: dict, before2: dict | None = None, after2: dict
         spread = 0.0
         if before2:
             spread = max(worst_grad(before[case], before2[case]), worst_grad(after[case], after2[case]))
-        ok = fwd_ok and diff <= max(ATOMICS_REL, 2 * spread)
+        ok = fwd_ok and diff <= ATOMICS_REL
         bad += not ok
+        within_spread += not ok and fwd_ok and diff <= 2 * spread
         print(f"{case:<44} {'same' if fwd_ok else 'DIFFERS':>8} {exact:>6}/{len(grads):<5} {diff:>13.2e} "
               f"{spread:>11.2e}{'' if ok else '  <- beyond the bound'}")
-    print(f"{len(before)} cases, {bad} beyond the bound (forward bit for bit; gradients before/after within "
-          f"max({ATOMICS_REL}, 2 x run to run))")
+    spread_note = f", {within_spread} of them within 2 x run to run" if before2 else ""
+    print(f"{len(before)} cases, {bad} beyond the bound{spread_note} (forward bit for bit; gradients "
+          f"relative norm <= {ATOMICS_REL})")
     return 1 if bad else 0
 
 
