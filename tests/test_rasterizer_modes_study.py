@@ -57,6 +57,22 @@ def test_a_second_round_shows_the_run_to_run_difference_and_keeps_the_bound(caps
     assert "DIFFERS" in capsys.readouterr().out
 
 
+def test_three_rounds_take_the_run_to_run_difference_over_every_pair(capsys):
+    # rounds 1 and 3 of "before" differ by 2e-4 (rounds 1-2 and 2-3 by 1e-4): the spread is 2e-4
+    b = [run(), scaled(run(), 1 + 1e-4), scaled(run(), 1 + 2e-4)]
+    a = [scaled(run(), 1 + 3e-4), scaled(run(), 1 + 1e-4), scaled(run(), 1 + 2e-4)]
+    assert du.compare(b[0], a[0], b[1], a[1], b[2], a[2]) == 1
+    out = capsys.readouterr().out
+    assert "3 round(s), 1 beyond the bound, 1 of them within 2 x run to run" in out and "2.00e-04" in out
+    assert du.compare(b[0], run(), b[1], b[1], b[2], b[2]) == 0
+    try:
+        du.compare(b[0], a[0], b[1])
+    except ValueError as err:
+        assert "one pair per round" in str(err)
+    else:
+        raise AssertionError("an odd number of sides was accepted")
+
+
 def test_scenes_are_the_same_in_every_process():
     (n1, g1, c1), (n2, g2, _) = du.scenes(None)
     again = du.scenes(None)[0][1]

@@ -2,7 +2,7 @@
 (260dd86^, staged by defaults_unchanged.sh) against the current ones, side by side on one GPU.
 
     python experiments/rasterizer_modes/defaults_unchanged.py render OUT.pt [--ply biker.ply]
-    python experiments/rasterizer_modes/defaults_unchanged.py compare BEFORE.pt AFTER.pt [BEFORE2.pt AFTER2.pt]
+    python experiments/rasterizer_modes/defaults_unchanged.py compare BEFORE.pt AFTER.pt [BEFORE2.pt AFTER2.pt ...]
 
 `render` uses whichever gsexp comes first on PYTHONPATH (the script imports only the API both
 versions share); every case is one variant x intersect x backward on a seeded scene with the
@@ -11,7 +11,7 @@ modes off, its forward outputs and its gradients for a fixed random weighting of
 order changes from run to run, so they must match to the project's atomics bound (relative norm
 1e-5), and how many match exactly is printed. Exit status 1 on any difference beyond that. A
 trained scene's gradients (lego, 222K Gaussians) differ by ~1e-4 between two runs of the same
-kernels, so with a second round each case also shows that run-to-run difference, and the summary
+kernels, so with more rounds each case also shows that run-to-run difference, and the summary
 counts the cases beyond the bound that stay within twice it.
 """
 from __future__ import annotations
@@ -106,39 +106,41 @@ def worst_grad(b: dict, a: dict) -> float:
     return max(float((a[k] - b[k]).norm() / b[k].norm().clamp_min(1e-30)) for k in b if k.startswith("grad_"))
 
 
-def compare(before: dict, after: dict, before2: dict | None = None, after2: dict | None = None) -> int:
-    """Forward outputs must match bit for bit, gradients within the project's atomics bound
-    ATOMICS_REL. With a second round, each case also prints the larger run-to-run difference of
-    either version against itself, and the summary counts the cases beyond the bound that are
-    within twice it: on trained scenes two runs of the same kernels already differ by more than
-    ATOMICS_REL. That count is information; the bound stays ATOMICS_REL (not loosened without a
-    GPU log of a new one passing)."""
-    bad = within_spread = 0
-    before, after, before2, after2 = (dict(s) if s else None for s in (before, after, before2, after2))
-    for name, side in zip(("before", "after", "before, round 2", "after, round 2"), (before, after, before2, after2)):
-        timing = side.pop("timing", None) if side else None
+def compare(*sides: dict) -> int:
+    """sides: BEFORE, AFTER, then more rounds' BEFORE, AFTER. Forward outputs must match bit for
+    bit, gradients within the project's atomics bound ATOMICS_REL, in every round. With more than
+    one round, each case also prints its run-to-run difference (the largest of either version
+    against itself, over all pairs of rounds) and the summary counts the cases beyond the bound
+    that are within twice it: on trained scenes two runs of the same kernels already differ by
+    more than ATOMICS_REL. That count is information; the bound stays ATOMICS_REL (not loosened
+    without a GPU log of a new one passing)."""
+    if len(sides) < 2 or len(sides) % 2:
+        raise ValueError("compare: BEFORE AFTER [BEFORE AFTER ...], one pair per round")
+    sides = [dict(s) for s in sides]  # the timing is popped from copies, not the caller's dicts
+    for i, side in enumerate(sides):
+        timing = side.pop("timing", None)
         if timing:
-            print(f"{name}: {timing}")
+            print(f"{('before', 'after')[i % 2]}, round {i // 2 + 1}: {timing}")
+    rounds = list(zip(sides[0::2], sides[1::2]))
+    bad = within_spread = 0
     print(f"{'case':<44} {'forward':>8} {'grads exact':>12} {'before/after':>13} {'run to run':>11}")
-    for case in sorted(before):
-        if case not in after:
+    for case in sorted(sides[0]):
+        if any(case not in a for _, a in rounds):
             print(f"{case:<44} missing after the change"); bad += 1; continue
-        pairs = [(before, after)] + ([(before2, after2)] if before2 else [])
-        fwd_ok = all(torch.equal(b[case][k], a[case][k]) for b, a in pairs for k in FORWARD)
-        grads = [k for k in before[case] if k.startswith("grad_")]
-        exact = sum(torch.equal(before[case][k], after[case][k]) for k in grads)
-        diff = max(worst_grad(b[case], a[case]) for b, a in pairs)
-        spread = 0.0
-        if before2:
-            spread = max(worst_grad(before[case], before2[case]), worst_grad(after[case], after2[case]))
+        fwd_ok = all(torch.equal(b[case][k], a[case][k]) for b, a in rounds for k in FORWARD)
+        grads = [k for k in sides[0][case] if k.startswith("grad_")]
+        exact = sum(torch.equal(sides[0][case][k], sides[1][case][k]) for k in grads)
+        diff = max(worst_grad(b[case], a[case]) for b, a in rounds)
+        spread = max((worst_grad(x[v][case], y[v][case]) for i, x in enumerate(rounds) for y in rounds[i + 1:]
+                      for v in (0, 1)), default=0.0)
         ok = fwd_ok and diff <= ATOMICS_REL
         bad += not ok
         within_spread += not ok and fwd_ok and diff <= 2 * spread
         print(f"{case:<44} {'same' if fwd_ok else 'DIFFERS':>8} {exact:>6}/{len(grads):<5} {diff:>13.2e} "
               f"{spread:>11.2e}{'' if ok else '  <- beyond the bound'}")
-    spread_note = f", {within_spread} of them within 2 x run to run" if before2 else ""
-    print(f"{len(before)} cases, {bad} beyond the bound{spread_note} (forward bit for bit; gradients "
-          f"relative norm <= {ATOMICS_REL})")
+    spread_note = f", {within_spread} of them within 2 x run to run" if len(rounds) > 1 else ""
+    print(f"{len(sides[0])} cases, {len(rounds)} round(s), {bad} beyond the bound{spread_note} (forward bit for "
+          f"bit; gradients relative norm <= {ATOMICS_REL})")
     return 1 if bad else 0
 
 
@@ -150,9 +152,8 @@ def main(argv=None) -> int:
     r.add_argument("--ply")
     r.add_argument("--time", action="store_true", help="also time a render + backward on the PLY")
     c = sub.add_parser("compare")
-    c.add_argument("before")
-    c.add_argument("after")
-    c.add_argument("again", nargs="*", help="a second round's BEFORE.pt AFTER.pt: the run-to-run bound")
+    c.add_argument("files", nargs="+", metavar="BEFORE.pt AFTER.pt",
+                   help="one BEFORE.pt AFTER.pt pair per round; more rounds show the run-to-run difference")
     a = p.parse_args(argv)
     if a.cmd == "render":
         import gsexp
@@ -165,9 +166,9 @@ def main(argv=None) -> int:
             results["timing"] = timing
         torch.save(results, a.out)
         return 0
-    if len(a.again) not in (0, 2):
-        p.error("compare: a second round is two files, BEFORE.pt AFTER.pt")
-    return compare(*(torch.load(f) for f in (a.before, a.after, *a.again)))
+    if len(a.files) % 2:
+        p.error("compare: one BEFORE.pt AFTER.pt pair per round (an even number of files)")
+    return compare(*(torch.load(f) for f in a.files))
 
 
 if __name__ == "__main__":

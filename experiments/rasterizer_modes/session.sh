@@ -15,8 +15,8 @@
 #    also rendered by python -m gsexp.bench in fp32 vanilla and fp16 tc_gs with the mode (the
 #    image PSNR between them: tc_gs's fp16 error with the mode). ~75 s a run.
 # 2. After the first lego model: defaults_unchanged.sh (the kernels from before the modes against
-#    these, bit for bit, and the render + backward time of lego_fast's rasterizer on that model,
-#    before against after; ~4 min).
+#    these, bit for bit, the render + backward time of lego_fast's rasterizer on that model and
+#    lego_fast's step on its checkpoint, before against after; ~4 min), then the GPU tests.
 set -u
 # Everything under /tmp/peers, so that the peer study's `session.sh wait` waits for the MARK and
 # packs it (peers.tgz; renders, checkpoints and PLYs left out).
@@ -32,8 +32,9 @@ JOBS=${JOBS:-"lego_tc_gs_base lego_tc_gs_aa lego_vanilla_base lego_vanilla_aa le
 # (0.1 px^2), AbsGS at about base's Gaussian count, e.g.
 #   JOBS="lego_tc_gs_base_s1 lego_tc_gs_mip01 lego_tc_gs_aa01 fern_tc_gs_mip01 fern_tc_gs_aa01 lego_tc_gs_abs2
 #         fern_tc_gs_abs2 fern_tc_gs_base_s1 fern_tc_gs_aa_s1 fern_vanilla_aa_s1"   (a trailing _s<k>: seed k)
-# defaults_unchanged runs after the first lego tc_gs base job, whatever its seed. PYTESTS="tests/..."
-# runs those GPU tests after the jobs, e.g. PYTESTS="tests/test_cuda_antialiased.py tests/test_cuda_matrix_blends.py".
+# defaults_unchanged (renders, then the step A/B) runs after the first lego tc_gs base job, whatever
+# its seed. PYTESTS="tests/..." (those GPU tests, log gpu_tests.log), e.g. PYTESTS='tests/test_cuda*.py',
+# run after the first job that ends once biker has come, or after the last job.
 declare -A DATA=(
   [lego]="experiment=lego_fast data.path=/tmp/lego data.downscale=2"
   [fern]="data=colmap data.path=/tmp/fern_prepared data.downscale=2 iterations=30000 eval_every=0 checkpoint_every=0 log_every=100 pair_capacity=true"
@@ -50,10 +51,22 @@ spec() {  # a mode's rasterizer overrides as gsexp.bench spec keys: rasterizer.k
   local o; for o in ${MODE[$1]}; do [[ $o == rasterizer.* ]] && printf ':%s' "${o#rasterizer.}"; done; return 0
 }
 
-defaults_unchanged() {  # $1: the PLY the timing renders
+defaults_unchanged() {  # $1: the run whose model is rendered and timed, and whose checkpoint steps
   [ -f $S/modes_before.tgz ] || { log "defaults unchanged: no $S/modes_before.tgz"; return; }
-  OUT=$W PLY=$1 bash experiments/rasterizer_modes/defaults_unchanged.sh run > $W/defaults_unchanged.log 2>&1
+  OUT=$W PLY=$1/point_cloud.ply bash experiments/rasterizer_modes/defaults_unchanged.sh run > $W/defaults_unchanged.log 2>&1
   log "defaults unchanged rc=$? ($(tail -1 $W/defaults_unchanged.txt 2>/dev/null))"
+  OUT=$W RUN=$1 bash experiments/rasterizer_modes/defaults_unchanged.sh step > $W/step_ab.log 2>&1
+  log "step A/B rc=$? ($(grep -c wall $W/step_ab.txt 2>/dev/null) timings)"
+}
+
+gpu_tests() {  # once, when biker has come (.device_pyc/shared, with the second call); $1=wait: wait for it
+  [ -n "${PYTESTS:-}" ] && [ ! -f $W/gpu_tests.log ] || return 0
+  for _ in $(seq 600); do [ -d .device_pyc/shared ] || [ "${1:-}" != wait ] && break; sleep 1; done
+  [ -d .device_pyc/shared ] || return 0
+  nvidia-smi --query-gpu=name,driver_version --format=csv > $W/gpu_tests.log 2>&1
+  # shellcheck disable=SC2086  # the test files are words (and globs)
+  GSEXP_SHARED=$PWD/.device_pyc/shared python -m pytest -q -p no:cacheprovider $PYTESTS >> $W/gpu_tests.log 2>&1
+  log "gpu tests rc=$? ($(tail -1 $W/gpu_tests.log))"
 }
 
 log start
@@ -84,12 +97,9 @@ for job in $JOBS; do
       --json $W/bench/$job.json > $W/bench/$job.log 2>&1
   fi
   log "scored $job"
-  if [ "$data/$r/$m" = lego/tc_gs/base ] && [ ! -f $W/defaults_unchanged.txt ]; then defaults_unchanged $run/point_cloud.ply; fi
+  if [ "$data/$r/$m" = lego/tc_gs/base ] && [ ! -f $W/defaults_unchanged.txt ]; then defaults_unchanged $run; fi
+  gpu_tests  # as soon as biker is here, so that a short session still has the log
 done
 python experiments/rasterizer_modes/modes_table.py $W > $W/table.md 2>&1; log "table rc=$?"
-if [ -n "${PYTESTS:-}" ]; then  # GPU tests after the timed runs (biker comes in .device_pyc/shared)
-  # shellcheck disable=SC2086  # the test files are words
-  GSEXP_SHARED=$PWD/.device_pyc/shared python -m pytest -q -p no:cacheprovider $PYTESTS > $W/gpu_tests.log 2>&1
-  log "gpu tests rc=$? ($(tail -1 $W/gpu_tests.log))"
-fi
+gpu_tests wait
 log "modes done"
