@@ -114,7 +114,12 @@ def group_file(group: str, name: str) -> DictConfig:
         options = sorted(p.stem for p in (CONF / group).glob("*.yaml"))
         raise UserError(f"{group}={name}: no such {group} config in {CONF / group}; choose one of "
                         f"{', '.join(options)}")
-    return OmegaConf.load(path)
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    with initialize_config_dir(str(CONF), version_base=None):  # its defaults list too (rasterizer_switches)
+        cfg = hydra_compose(f"{group}/{name}")[group]
+    OmegaConf.set_struct(cfg, False)  # the user's dotted keys are checked by validate, with its messages
+    return cfg
 
 
 def compose(req: Request) -> DictConfig:
