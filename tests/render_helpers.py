@@ -237,10 +237,12 @@ def forward_errors(g, cam, settings, background=(0.0, 0.0, 0.0)) -> dict:
     }
 
 
-def gradient_errors(g, cam, settings, background=(0.0, 0.0, 0.0), seed: int = 0) -> dict:
+def gradient_errors(g, cam, settings, background=(0.0, 0.0, 0.0), seed: int = 0, explain: bool = False) -> dict:
     """Relative-norm error |g_ours - g_ref| / |g_ref| per parameter and for means2d, against
     reference_of(settings), for loss = <w, image> + <v, alpha> with random weights. Pixels
-    where the two forwards disagree (a threshold decision flipped by rounding) get zero weight."""
+    where the two forwards disagree (a threshold decision flipped by rounding) get zero weight.
+    explain: also the largest decision margin of (up to 200 of) those excluded pixels, which
+    must be near 0 if each is such a flip (decision_margins)."""
     gen = torch.Generator(device=g.means.device).manual_seed(seed)
     w_img = torch.rand(3, cam.height, cam.width, generator=gen, device=g.means.device)
     w_alpha = torch.rand(cam.height, cam.width, generator=gen, device=g.means.device)
@@ -257,6 +259,10 @@ def gradient_errors(g, cam, settings, background=(0.0, 0.0, 0.0), seed: int = 0)
         grads.append({**{k: getattr(leaves, k).grad for k in PARAMS}, "means2d": out.means2d.grad})
     errors = {k: rel_error(grads[1][k], ref_grad) for k, ref_grad in grads[0].items()}
     errors["excluded_pixels"] = 1.0 - same.float().mean().item()
+    if explain:
+        excluded = torch.nonzero(~same)[:, [1, 0]][:200]  # (x, y)
+        margins = decision_margins(g, cam, excluded, settings.intersect, settings.antialiased, settings.dilation)
+        errors["excluded_max_margin"] = margins.max().item() if len(margins) else 0.0
     return errors
 
 

@@ -27,16 +27,21 @@ def test_forward_and_gradients_match_reference(scene, variant):
     print(scene, variant, e)
     assert e["radii_equal"] > 0.999
     assert e["pixels_off"] <= 2e-4 * e["pixels"] and e["off_max_margin"] < 1e-3, e
-    grads = gradient_errors(g, cam, settings, background=BACKGROUND)
+    grads = gradient_errors(g, cam, settings, background=BACKGROUND, explain=True)
     print(grads)
-    assert grads["excluded_pixels"] < 1e-3
+    # Pixels whose last contributor differs are left out of the gradient check. At 0.1 px^2 the
+    # conics are sharper, so tc_gs's fp32 matrix form flips more alpha >= 1/255 decisions:
+    # 0.33 % of scene 2's pixels on the H100 (experiments/rasterizer_modes/h100_2026-12-06b/
+    # gpu_tests.log), against < 0.1 % at 0.3. Each must be such a flip (a decision margin near 0).
+    assert grads["excluded_pixels"] < (1e-2 if settings.dilation < 0.3 else 1e-3)
+    assert grads["excluded_max_margin"] < 1e-3, grads
     for k, v in grads.items():
-        if k != "excluded_pixels":
+        if not k.startswith("excluded"):
             assert v <= 1e-3, (k, v)
-    with torch.no_grad():  # the switch does something on the GPU too
+    with torch.no_grad():  # the switch does something on the GPU too (at 0.1 px^2 less: 6.5e-3 on scene 2)
         plain = render(g, cam, settings.replace(antialiased=False), background=BACKGROUND).image
         aa = render(g, cam, settings, background=BACKGROUND).image
-    assert (plain - aa).abs().max() > 1e-2
+    assert (plain - aa).abs().max() > (1e-3 if settings.dilation < 0.3 else 1e-2)
 
 
 def test_hit_counts_follow_the_switch():

@@ -68,11 +68,13 @@ def render_all(ply: str | None) -> dict:
                     gc = type(g)(**leaves, sh_degree=g.sh_degree)
                     out = render(gc, cam, make_settings(variant, intersect=intersect, backward=backward),
                                  background=(1.0, 1.0, 1.0))
+                    out.means2d.retain_grad()  # the blend backward's own output, before the preprocess backward
                     (out.image * weights).sum().backward()
                     torch.cuda.synchronize()
                     results[f"{name}/{variant}/{intersect}/{backward}"] = {
                         **{k: getattr(out, k).detach().cpu() for k in FORWARD},
-                        **{f"grad_{k}": v.grad.detach().cpu() for k, v in leaves.items()}}
+                        **{f"grad_{k}": v.grad.detach().cpu() for k, v in leaves.items()},
+                        "grad_means2d": out.means2d.grad.detach().cpu()}
     return results
 
 
@@ -101,9 +103,14 @@ def time_step(ply: str, steps: int = 100) -> dict:
             "resolution": "800x800"}
 
 
+def grad_diffs(b: dict, a: dict) -> dict:
+    """Each gradient's relative-norm difference between two results."""
+    return {k: float((a[k] - b[k]).norm() / b[k].norm().clamp_min(1e-30)) for k in b if k.startswith("grad_") and k in a}
+
+
 def worst_grad(b: dict, a: dict) -> float:
     """The largest relative-norm difference between two results' gradients."""
-    return max(float((a[k] - b[k]).norm() / b[k].norm().clamp_min(1e-30)) for k in b if k.startswith("grad_"))
+    return max(grad_diffs(b, a).values())
 
 
 def compare(*sides: dict) -> int:
@@ -138,6 +145,11 @@ def compare(*sides: dict) -> int:
         within_spread += not ok and fwd_ok and diff <= 2 * spread
         print(f"{case:<44} {'same' if fwd_ok else 'DIFFERS':>8} {exact:>6}/{len(grads):<5} {diff:>13.2e} "
               f"{spread:>11.2e}{'' if ok else '  <- beyond the bound'}")
+        if not ok and len(rounds) > 1:  # which gradient: means2d is the blend backward's, before the preprocess's
+            cross = [grad_diffs(b[case], a[case]) for b, a in rounds]
+            same = [grad_diffs(x[v][case], y[v][case]) for i, x in enumerate(rounds) for y in rounds[i + 1:] for v in (0, 1)]
+            print("    " + ", ".join(f"{k[5:]} {max(c[k] for c in cross):.1e}/{max(d[k] for d in same):.1e}"
+                                     for k in grads))
     spread_note = f", {within_spread} of them within 2 x run to run" if len(rounds) > 1 else ""
     print(f"{len(sides[0])} cases, {len(rounds)} round(s), {bad} beyond the bound{spread_note} (forward bit for "
           f"bit; gradients relative norm <= {ATOMICS_REL})")
