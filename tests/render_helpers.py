@@ -234,7 +234,18 @@ def forward_errors(g, cam, settings, background=(0.0, 0.0, 0.0)) -> dict:
         "means2d_max_abs": (out.means2d - ref.means2d).abs()[visible].max().item() if visible.any() else 0.0,
         "visible": int(visible.sum()),
         "pixels": diff.numel(),
+        "num_pairs": (int(out.num_pairs), reference_pairs(g, cam, settings)),  # (tile, Gaussian) pairs: ours, ref's
     }
+
+
+def reference_pairs(g, cam, settings) -> int:
+    """How many (tile, Gaussian) pairs the reference's tile lists hold for these settings."""
+    from gsexp.render.reference import preprocess, tile_lists
+
+    with torch.no_grad():
+        proj = preprocess(g.map(lambda t: t.detach()), cam, intersect=settings.intersect,
+                          antialiased=settings.antialiased, dilation=settings.dilation)
+        return len(tile_lists(proj, cam.width, cam.height).gauss_ids)
 
 
 def gradient_errors(g, cam, settings, background=(0.0, 0.0, 0.0), seed: int = 0, explain: bool = False) -> dict:
