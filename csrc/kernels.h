@@ -118,7 +118,8 @@ struct BlendBackwardArgs {
   float* grad_colors;       // [N,3]
   int width, height, tiles_x, tiles_y;
   float* grad_means2d_abs = nullptr;  // [N,2] or null (absgrad, exact backward only): AbsGS's sum
-                                      // over pixels of |d L_pixel / d means2d| (accumulated)  // depth (with options.depth and a gradient for it; blend.h BLEND_CHANNELS)
+                                      // over pixels of |d L_pixel / d means2d| (accumulated)
+  // depth (with options.depth and a gradient for it; blend.h BLEND_CHANNELS):
   const float* depths = nullptr;      // [N] view-space z
   const float* grad_depth = nullptr;  // [H,W] dL/d(sum_i w_i z_i)
   float* grad_depths = nullptr;       // [N] dL/dz (accumulated)

@@ -7,7 +7,8 @@
 # ($S: the staged folder, .device_modes by default; session.sh runs it after its first lego model.)
 # run: both versions render the same seeded scenes (and the PLY) with every variant x intersect x
 # backward, modes off, in alternating processes ($ROUNDS rounds, 3 by default), times a tc_gs
-# render + backward of the PLY in each, and compares; the table goes to $OUT/defaults_unchanged.txt.
+# render + backward of the PLY in each, and compares; the table goes to $OUT/defaults_unchanged.txt;
+# then preprocess_ab.py (the preprocess kernels alone, old against new) -> $OUT/preprocess_ab.txt.
 # step: tools/profile_step.py on the run's checkpoint at lego_fast's full size, before and after
 # alternately ($ROUNDS each; step_ab.py gives the old version a config it accepts) -> $OUT/step_ab.txt.
 set -euo pipefail
@@ -26,7 +27,12 @@ run)
     python $PY render /tmp/after_$round.pt --ply $ply --time
     files+=(/tmp/before_$round.pt /tmp/after_$round.pt)
   done
-  python $PY compare "${files[@]}" | tee "${OUT:-/tmp/out}"/defaults_unchanged.txt ;;
+  rc=0
+  python $PY compare "${files[@]}" | tee "${OUT:-/tmp/out}"/defaults_unchanged.txt || rc=$?
+  # the preprocess alone, old against new, on fixed upstream gradients (no atomics): bit for bit?
+  python experiments/rasterizer_modes/preprocess_ab.py --before /tmp/modes_before --ply $ply \
+    > "${OUT:-/tmp/out}"/preprocess_ab.txt 2>&1 || true
+  exit $rc ;;
 step)
   run=${RUN:?RUN: the lego run dir whose checkpoint both versions train on from}
   rm -rf /tmp/step_before
