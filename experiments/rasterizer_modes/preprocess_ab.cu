@@ -6,18 +6,22 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/extension.h>
 
+#include <cstddef>
+
 #include "kernels.h"
 
 namespace {
 
-Camera camera_of(const std::vector<double>& c) {  // the 23 values of gsexp/render/cuda/function.py
+// The 23 values of gsexp/render/cuda/function.py: the camera's 21 floats in its field order, then
+// width and height (ext.cpp's make_camera names them one by one; the layout is checked here).
+Camera camera_of(const std::vector<double>& c) {
+  static_assert(offsetof(Camera, width) == 21 * sizeof(float), "Camera: 21 floats, then the sizes");
   TORCH_CHECK(c.size() == 23, "preprocess_ab: camera needs 23 values, got ", c.size());
   Camera cam;
-  for (int i = 0; i < 12; ++i) cam.view[i] = (float)c[i];
-  cam.fx = (float)c[12]; cam.fy = (float)c[13]; cam.cx = (float)c[14]; cam.cy = (float)c[15];
-  cam.tan_x = (float)c[16]; cam.tan_y = (float)c[17];
-  for (int i = 0; i < 3; ++i) cam.cam_pos[i] = (float)c[18 + i];
-  cam.width = (int)c[21]; cam.height = (int)c[22];
+  float* fields = reinterpret_cast<float*>(&cam);
+  for (int i = 0; i < 21; ++i) fields[i] = (float)c[i];
+  cam.width = (int)c[21];
+  cam.height = (int)c[22];
   cam.tiles_x = (cam.width + TILE_SIZE - 1) / TILE_SIZE;
   cam.tiles_y = (cam.height + TILE_SIZE - 1) / TILE_SIZE;
   return cam;
