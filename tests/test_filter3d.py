@@ -138,3 +138,46 @@ def test_a_filtered_run_resumes(tmp_path):
                                           "resume=auto"]))
     summary = recipe.train(more, tmp_path, Logger(), [])
     assert summary["status"] == "ok" and summary["attempts"] == 2 and math.isfinite(summary["psnr"])
+
+
+def test_resets_bound_the_opacity_as_rendered():
+    """Mip-Splatting resets the filtered opacity to at most 0.01: a Gaussian far thinner than its
+    filter keeps a raw opacity above 0.01 (its rendered one is then 0.01), one rendered below
+    0.01 keeps its own, and without the filter the raw opacity is clamped as before."""
+    from gsexp.gaussians import surgery
+    from gsexp.train.strategy import make_strategy
+
+    g = model(200)
+    g.opacity_logits = torch.linspace(-8, 6, 200)
+    f = Filter3D(cameras(), "cpu")
+    f.refresh(g.means)
+    f.std = torch.rand(200, generator=torch.Generator().manual_seed(1)) * 0.2  # coefficients ~1e-4..1
+    params = {"means": torch.nn.Parameter(g.means.clone()), "log_scales": torch.nn.Parameter(g.log_scales.clone()),
+              "opacity_logits": torch.nn.Parameter(g.opacity_logits.clone())}
+    optimizers = {k: torch.optim.Adam([v], lr=0.01) for k, v in params.items()}
+    strategy = make_strategy("default", scene_extent=1.0, white_background=False, training_pixels=100)
+    strategy.opacity_factor = lambda p: f.opacity_factor(p["means"], p["log_scales"])
+    before = filtered(g, f.std).opacity_logits.sigmoid()
+    strategy.clamp_opacity(params, optimizers, 0.01)
+    after = filtered(Gaussians(params["means"], params["log_scales"], g.quats, params["opacity_logits"], g.sh, 0),
+                     f.std).opacity_logits.detach().sigmoid()
+    assert torch.allclose(after, torch.minimum(before, torch.tensor(0.01)), rtol=1e-4, atol=1e-7)
+    raw = params["opacity_logits"].detach().sigmoid()
+    assert (raw > 0.02).sum() > 20 and (before < 0.01).sum() > 20  # both kinds were there
+    plain = {"opacity_logits": torch.nn.Parameter(g.opacity_logits.clone())}
+    surgery.reset_opacity(plain, {"opacity_logits": torch.optim.Adam([plain["opacity_logits"]])}, 0.01)
+    assert torch.allclose(plain["opacity_logits"].detach().sigmoid(), g.opacity_logits.sigmoid().clamp(max=0.01))
+
+
+def test_the_trainer_gives_the_strategy_the_filter(tmp_path):
+    from gsexp.gaussians import to_gaussians
+    from gsexp.train.setup import setup
+
+    cfg = validate(compose_train(TINY + ["iterations=4", "strategy=default", "model.filter_3d=true"]))
+    run = setup(cfg, tmp_path)
+    factor = run.strategy.opacity_factor(run.params)
+    raw = to_gaussians(run.params, cfg.model.sh_degree).detach()
+    want = filtered(raw, run.filter3d.std).opacity_logits.sigmoid() / raw.opacity_logits.sigmoid()
+    assert torch.allclose(factor, want, rtol=1e-4) and (factor < 1).all()
+    plain = setup(validate(compose_train(TINY + ["iterations=4", "strategy=default"])), tmp_path / "plain")
+    assert plain.strategy.opacity_factor is None

@@ -108,11 +108,17 @@ def split(params: dict, optimizers: dict, mask: torch.Tensor, n: int = 2, state:
     _edit(params, optimizers, values, lambda v: torch.cat([v[keep], _zeros(v, n * m)]), state)
 
 
-def reset_opacity(params: dict, optimizers: dict, value: float) -> None:
-    """Clamp every opacity to at most `value` and forget the opacity group's Adam moments."""
-    cap = math.log(value / (1 - value))  # logit
-    _replace(params, optimizers, "opacity_logits", params["opacity_logits"].detach().clamp(max=cap),
-             torch.zeros_like)
+def reset_opacity(params: dict, optimizers: dict, value: float, factor: torch.Tensor | None = None) -> None:
+    """Clamp every opacity to at most `value` and forget the opacity group's Adam moments.
+    factor: [N] what rendering multiplies each opacity by (model.filter_3d's compensation, <= 1);
+    the clamp then applies to the opacity as rendered, as Mip-Splatting resets."""
+    logits = params["opacity_logits"].detach()
+    if factor is None:
+        cap = math.log(value / (1 - value))  # logit
+    else:  # o * factor <= value, i.e. o <= value / factor; none where that is 1 or more
+        ratio = value / factor.to(logits).clamp_min(1e-30)
+        cap = torch.where(ratio < 1, torch.logit(ratio.clamp(max=1 - 1e-7)), math.inf)
+    _replace(params, optimizers, "opacity_logits", logits.clamp(max=cap), torch.zeros_like)
 
 
 # --- MCMC (Kheradmand et al. 2024) ---------------------------------------------------------

@@ -14,7 +14,8 @@ is used, the same for cameras of one focal length. They are recomputed every `ev
 whenever densification changed the count (Mip-Splatting: after each densification, then every
 100 steps), with no gradient, and once more for the trained model. The filter is applied to the
 parameters on every render, so the parameters stay the unfiltered ones (densification, opacity
-resets). A checkpoint keeps the filter beside them (`filter_3d`), so whatever reads a run's model
+resets, which like Mip-Splatting's bound the opacity as rendered: `opacity_factor`). A checkpoint
+keeps the filter beside them (`filter_3d`), so whatever reads a run's model
 (gsexp.eval, export, bench, the viewer) gets it filtered, and the exported PLY holds the filtered
 model."""
 from __future__ import annotations
@@ -73,14 +74,27 @@ class Filter3D:
         self.refresh(g.means)  # a first render before any training step (a resumed run's evaluation)
         return filtered(g, self.std)
 
+    @torch.no_grad()
+    def opacity_factor(self, means: torch.Tensor, log_scales: torch.Tensor) -> torch.Tensor:
+        """[N] what the filter multiplies each opacity by, sqrt(det S / det(S + filter)): for the
+        strategies' opacity resets, which Mip-Splatting applies to the opacity as rendered."""
+        self.refresh(means)  # densification may have changed the count this step
+        return _log_widened(log_scales, self.std)[1].exp()
+
+
+def _log_widened(log_scales: torch.Tensor, std: torch.Tensor):
+    """(log of the widened scales sqrt(s^2 + std^2), log of the opacity factor sum(log s - log s'))."""
+    log_std = std.to(log_scales).log()[:, None]  # -inf where there is no filter
+    wide = 0.5 * torch.logaddexp(2 * log_scales, 2 * log_std)
+    return wide, (log_scales - wide).sum(1)
+
 
 def filtered(g, std: torch.Tensor):
     """g widened by the filter of standard deviation `std` [N]: scales sqrt(s^2 + std^2), opacity x
     sqrt(det S / det(S + std^2 I)). Also how a checkpoint's model is read (it keeps `std`)."""
-    log_std = std.to(g.log_scales).log()[:, None]  # -inf where there is no filter
-    log_scales = 0.5 * torch.logaddexp(2 * g.log_scales, 2 * log_std)
+    log_scales, log_factor = _log_widened(g.log_scales, std)
     # log opacity' = log sigmoid(x) + sum(log s - log s'), then back to a logit, in log space
-    log_opacity = (F.logsigmoid(g.opacity_logits) + (g.log_scales - log_scales).sum(1)).clamp(max=-1e-7)
+    log_opacity = (F.logsigmoid(g.opacity_logits) + log_factor).clamp(max=-1e-7)
     out = copy.copy(g)  # shallow, as training's parameter view (its SH parts) must stay
     out.log_scales = log_scales
     out.opacity_logits = log_opacity - torch.log(-torch.expm1(log_opacity))

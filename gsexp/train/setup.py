@@ -128,6 +128,8 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     run.appearance = make_appearance(cfg, len(scene.train_cameras), device)
     if cfg.model.filter_3d:
         run.filter3d = Filter3D(scene.train_cameras, device, cfg.model.filter_3d_size)
+        if hasattr(strategy, "opacity_factor"):  # resets bound the filtered opacity (Mip-Splatting)
+            strategy.opacity_factor = lambda p: run.filter3d.opacity_factor(p["means"], p["log_scales"])
     if cfg.pose_opt:
         run.pose = PoseCorrection(scene.train_cameras, device, lr=cfg.pose_opt_lr, reg=cfg.pose_opt_reg)
     if cfg.batch_size > len(scene.train_cameras):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar
 
 import torch
 
@@ -56,6 +56,9 @@ class DefaultStrategy(Strategy):
     max_gaussians: int | None = None
     absgrad: bool = False
     absgrad_threshold: float | None = None
+    # Set by the trainer with model.filter_3d: params -> [N] the factor rendering applies to each
+    # opacity, so that resets (and caps) bound the opacity as rendered, as Mip-Splatting's do.
+    opacity_factor: Callable[[dict], torch.Tensor] | None = field(default=None, repr=False, compare=False)
 
     SCHEDULE_FIELDS: ClassVar[tuple[str, ...]] = ("refine_start", "refine_stop", "refine_every", "reset_every")
     INTERVAL_FIELDS: ClassVar[tuple[str, ...]] = ("refine_every", "reset_every")
@@ -88,7 +91,12 @@ class DefaultStrategy(Strategy):
         # random init's fog before densification has spent much on it.
         first = self.white_background and step == self.refine_start
         if step > 0 and (step % self.reset_every == 0 or first):
-            surgery.reset_opacity(params, optimizers, self.reset_opacity)
+            self.clamp_opacity(params, optimizers, self.reset_opacity)
+
+    def clamp_opacity(self, params: dict, optimizers: dict, value: float) -> None:
+        """Every opacity as rendered at most `value`, the opacity's Adam moments forgotten."""
+        factor = self.opacity_factor(params) if self.opacity_factor is not None else None
+        surgery.reset_opacity(params, optimizers, value, factor)
 
     def observe(self, params, state, step, out, width, height):
         if step < self.refine_stop:

@@ -108,7 +108,7 @@ class FastGSStrategy(DefaultStrategy):
         self.score(params, state, step)  # rows follow the surgery below (clones copy, splits get 0)
         super().refine(params, optimizers, state, step)
         if self.opacity_cap < 1.0:  # as 3DGS's reset (the moments forgotten), at FastGS's 0.8
-            surgery.reset_opacity(params, optimizers, self.opacity_cap)
+            self.clamp_opacity(params, optimizers, self.opacity_cap)
 
     def candidates(self, state: dict, grads, small) -> torch.Tensor:
         high = super().candidates(state, grads, small)
