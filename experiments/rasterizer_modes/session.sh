@@ -28,6 +28,10 @@ export GSEXP_SHARED=$PWD/$S/shared   # AlexNet's ImageNet weights for LPIPS (no 
 JOBS=${JOBS:-"lego_tc_gs_base lego_tc_gs_aa lego_vanilla_base lego_vanilla_aa lego_tc_gs_abs lego_tc_gs_both
   lego_vanilla_abs lego_vanilla_both fern_tc_gs_base fern_tc_gs_aa fern_tc_gs_abs fern_tc_gs_both
   lego_tc_gs_mip fern_vanilla_base fern_vanilla_aa"}
+# A third session: JOBS="lego_tc_gs_base_s2 lego_tc_gs_mip01 lego_tc_gs_aa01_s1 lego_tc_gs_mip"
+#   PYTESTS="tests/test_cuda_antialiased.py tests/test_cuda_ssim.py" TEST_SHARED=.device_modes/shared:
+#   the 3D filter with Mip-Splatting's reset, aa01's second seed, the defaults with preprocess_ab,
+#   test_cuda_antialiased's 0.1 px^2 bounds (one call, no .device_pyc).
 # A second session (2026-12-06's has the rows above): a second seed, Mip-Splatting's own 2D filter
 # (0.1 px^2), AbsGS at about base's Gaussian count, e.g.
 #   JOBS="lego_tc_gs_base_s1 lego_tc_gs_mip01 lego_tc_gs_aa01 fern_tc_gs_mip01 fern_tc_gs_aa01 lego_tc_gs_abs2
@@ -59,13 +63,16 @@ defaults_unchanged() {  # $1: the run whose model is rendered and timed, and who
   log "step A/B rc=$? ($(grep -c wall $W/step_ab.txt 2>/dev/null) timings)"
 }
 
-gpu_tests() {  # once, when biker has come (.device_pyc/shared, with the second call); $1=wait: wait for it
+# The tests' shared folder: biker comes in .device_pyc/shared with the second call; tests that
+# need no biker can take TEST_SHARED=.device_modes/shared (AlexNet only) and run in the first.
+TEST_SHARED=${TEST_SHARED:-.device_pyc/shared}
+gpu_tests() {  # once, when $TEST_SHARED has come; $1=wait: wait for it
   [ -n "${PYTESTS:-}" ] && [ ! -f $W/gpu_tests.log ] || return 0
-  for _ in $(seq 600); do [ -d .device_pyc/shared ] || [ "${1:-}" != wait ] && break; sleep 1; done
-  [ -d .device_pyc/shared ] || return 0
+  for _ in $(seq 600); do [ -d $TEST_SHARED ] || [ "${1:-}" != wait ] && break; sleep 1; done
+  [ -d $TEST_SHARED ] || return 0
   nvidia-smi --query-gpu=name,driver_version --format=csv > $W/gpu_tests.log 2>&1
   # shellcheck disable=SC2086  # the test files are words (and globs)
-  GSEXP_SHARED=$PWD/.device_pyc/shared python -m pytest -q -p no:cacheprovider $PYTESTS >> $W/gpu_tests.log 2>&1
+  GSEXP_SHARED=$PWD/$TEST_SHARED python -m pytest -q -p no:cacheprovider $PYTESTS >> $W/gpu_tests.log 2>&1
   log "gpu tests rc=$? ($(tail -1 $W/gpu_tests.log))"
 }
 
