@@ -235,6 +235,11 @@ def forward_errors(g, cam, settings, background=(0.0, 0.0, 0.0)) -> dict:
         "visible": int(visible.sum()),
         "pixels": diff.numel(),
         "num_pairs": (int(out.num_pairs), reference_pairs(g, cam, settings)),  # (tile, Gaussian) pairs: ours, ref's
+        # where the last contributor differs: (x, y, ours, the reference's), the first 5
+        "n_contrib_off": [tuple(v) for v in torch.cat([torch.nonzero(out.n_contrib != ref.n_contrib)[:5, [1, 0]],
+                                                        out.n_contrib[out.n_contrib != ref.n_contrib][:5, None],
+                                                        ref.n_contrib[out.n_contrib != ref.n_contrib][:5, None]],
+                                                       1).tolist()],
     }
 
 
