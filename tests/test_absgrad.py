@@ -59,30 +59,49 @@ def test_absgrad_needs_the_exact_backward():
             make_settings(name, absgrad=True, backward="gemm_tf32")
 
 
-def test_default_strategy_with_absgrad_grows_on_the_absolute_sums():
-    """strategy.options.absgrad: the accumulated statistic is out.means2d_absgrad (NDC-scaled as
-    the plain one), compared against 4 x grad_threshold unless absgrad_threshold is given."""
+def test_default_strategy_with_absgrad_accumulates_both_statistics():
+    """strategy.options.absgrad: beside the plain statistic, out.means2d_absgrad accumulates into
+    grad2d_abs (NDC-scaled the same way); without absgrad it stays zero."""
     from gsexp.train.strategy.default import DefaultStrategy
 
     g, cam = random_scene(5, 40, 20, 16, 1)
     out = render(g.map(lambda t: t.requires_grad_()), cam, absgrad=True)
     out.image.sum().backward()
     params = {"means": g.means}
-    stats = {}
+    states = {}
     for absgrad in (False, True):
         strategy = DefaultStrategy(absgrad=absgrad, scene_extent=1.0)
-        state = strategy.initial_state()
-        strategy._accumulate(params, state, out, cam.width, cam.height)
-        stats[absgrad] = state["grad2d"]
+        states[absgrad] = strategy.initial_state()
+        strategy._accumulate(params, states[absgrad], out, cam.width, cam.height)
     half = torch.tensor([cam.width / 2, cam.height / 2])
     visible = out.radii > 0
-    assert torch.allclose(stats[True], torch.where(visible, (out.means2d_absgrad * half).norm(dim=1), 0.0))
-    assert (stats[True] >= stats[False] - 1e-6).all() and (stats[True] > stats[False] + 1e-6).any()
-    assert DefaultStrategy(grad_threshold=2e-4).threshold == 2e-4
-    assert DefaultStrategy(grad_threshold=2e-4, absgrad=True).threshold == pytest.approx(8e-4)
-    assert DefaultStrategy(absgrad=True, absgrad_threshold=1e-3).threshold == 1e-3
+    plain = torch.where(visible, (out.means2d.grad * half).norm(dim=1), 0.0)
+    absolute = torch.where(visible, (out.means2d_absgrad * half).norm(dim=1), 0.0)
+    for absgrad in (False, True):
+        assert torch.allclose(states[absgrad]["grad2d"], plain)
+    assert torch.allclose(states[True]["grad2d_abs"], absolute) and not states[False]["grad2d_abs"].any()
+    assert (absolute >= plain - 1e-6).all() and (absolute > plain + 1e-6).any()
+    assert DefaultStrategy(grad_threshold=2e-4).abs_threshold == pytest.approx(8e-4)
+    assert DefaultStrategy(absgrad=True, absgrad_threshold=1e-3).abs_threshold == 1e-3
 
 
+def test_absgrad_splits_by_the_absolute_statistic_and_clones_by_the_plain_one():
+    """AbsGS's code: large Gaussians split where the absolute statistic reaches 0.0008, small ones
+    clone where 3DGS's gradient reaches 0.0002; absgrad_clone: both by the absolute one."""
+    from gsexp.train.strategy.default import DefaultStrategy
+
+    # Gaussians: (plain, absolute) mean statistics, small or not
+    plain = torch.tensor([3e-4, 1e-4, 3e-4, 1e-4, 3e-4, 1e-4])
+    absolute = torch.tensor([5e-4, 9e-4, 5e-4, 9e-4, 9e-4, 5e-4])
+    small = torch.tensor([True, True, False, False, False, True])
+    state = {"grad2d_abs": absolute * 2, "count": torch.full((6,), 2.0)}
+    picks = {}
+    for kind, strategy in (("plain", DefaultStrategy()), ("absgs", DefaultStrategy(absgrad=True)),
+                           ("both", DefaultStrategy(absgrad=True, absgrad_clone=True))):
+        picks[kind] = strategy.candidates(state, plain, small).tolist()
+    assert picks["plain"] == [True, False, True, False, True, False]
+    assert picks["absgs"] == [True, False, False, True, True, False]   # clones: plain; splits: absolute
+    assert picks["both"] == [False, True, False, True, True, False]    # both absolute
 def test_training_with_absgrad_renders_with_the_switch(tmp_path):
     from pathlib import Path
 

@@ -28,9 +28,9 @@ export GSEXP_SHARED=$PWD/$S/shared   # AlexNet's ImageNet weights for LPIPS (no 
 JOBS=${JOBS:-"lego_tc_gs_base lego_tc_gs_aa lego_vanilla_base lego_vanilla_aa lego_tc_gs_abs lego_tc_gs_both
   lego_vanilla_abs lego_vanilla_both fern_tc_gs_base fern_tc_gs_aa fern_tc_gs_abs fern_tc_gs_both
   lego_tc_gs_mip fern_vanilla_base fern_vanilla_aa"}
-# A third session: JOBS="lego_tc_gs_base_s2 lego_tc_gs_mip01 lego_tc_gs_aa01_s1 lego_tc_gs_mip"
+# A third session: JOBS="lego_tc_gs_base_s2 lego_tc_gs_mip01 lego_tc_gs_aa01_s1 lego_tc_gs_abs lego_tc_gs_mip"
 #   PYTESTS="tests/test_cuda_antialiased.py tests/test_cuda_ssim.py" TEST_SHARED=.device_modes/shared:
-#   the 3D filter with Mip-Splatting's reset, aa01's second seed, the defaults with preprocess_ab,
+#   the 3D filter with Mip-Splatting's reset, aa01's second seed, AbsGS as its code, the defaults with preprocess_ab,
 #   test_cuda_antialiased's 0.1 px^2 bounds (one call, no .device_pyc).
 # A second session (2026-12-06's has the rows above): a second seed, Mip-Splatting's own 2D filter
 # (0.1 px^2), AbsGS at about base's Gaussian count, e.g.
@@ -45,7 +45,10 @@ declare -A DATA=(
 )
 declare -A RASTER=([tc_gs]="rasterizer=tc_gs rasterizer.intersect=accutile"
                    [vanilla]="rasterizer=vanilla rasterizer.intersect=accutile")
+# abs: AbsGS as its code (splits by the absolute statistic, clones by 3DGS's gradient); before
+# 2026-12-06 it chose clones by it too, which is absc now (the first two sessions' abs, both, abs2 rows)
 declare -A MODE=([base]="" [aa]="rasterizer.antialiased=true" [abs]="strategy.options.absgrad=true"
+                 [absc]="strategy.options.absgrad=true strategy.options.absgrad_clone=true"
                  [both]="rasterizer.antialiased=true strategy.options.absgrad=true"
                  [mip]="rasterizer.antialiased=true model.filter_3d=true"  # the 2D filter with the 3D one
                  [aa01]="rasterizer.antialiased=true rasterizer.dilation=0.1"  # Mip-Splatting's 2D filter

@@ -58,6 +58,8 @@ class BudgetStrategy(DefaultStrategy):
         if not state.get("n_initial"):  # the count the run started with (kept in checkpoints)
             state["n_initial"] = len(grads)
         room = self.target(step, state["n_initial"]) - len(grads)
+        if self.absgrad:  # the score's gradient is AbsGS's statistic
+            grads = state["grad2d_abs"] / state["count"].clamp_min(1)
         score = torch.where(state["count"] > 0, grads * torch.sigmoid(params["opacity_logits"].detach()), 0.0)
         if room <= 0:
             return torch.zeros_like(score, dtype=torch.bool)

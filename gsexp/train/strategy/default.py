@@ -36,10 +36,13 @@ class DefaultStrategy(Strategy):
     max_gaussians (None: one per training pixel, none when training_pixels is unknown) bounds the
     count that clone and split may reach: past it only the highest-gradient candidates that fit
     are refined, and a warning says so once. More Gaussians than pixels only fit noise.
-    absgrad (AbsGS, Ye et al. 2024): the statistic sums |dL/d mean2d| over each Gaussian's pixels
-    before the norm (out.means2d_absgrad; the run renders with the rasterizer's absgrad switch), so
-    gradients of opposite sign no longer cancel; it is larger, and grows against absgrad_threshold
-    (None: 4 x grad_threshold, AbsGS's 0.0008 for 3DGS's 0.0002).
+    absgrad (AbsGS, Ye et al. 2024): a second statistic sums |dL/d mean2d| over each Gaussian's
+    pixels before the norm (out.means2d_absgrad; the run renders with the rasterizer's absgrad
+    switch), so gradients of opposite sign no longer cancel. As AbsGS's code does, it chooses the
+    splits (large Gaussians), against absgrad_threshold (None: 4 x grad_threshold, AbsGS's 0.0008
+    for 3DGS's 0.0002), while clones keep 3DGS's gradient and grad_threshold. absgrad_clone: the
+    clones too by the absolute statistic against absgrad_threshold (gsexp's absgrad before
+    2026-12-06, the first `abs` rows of experiments/rasterizer_modes).
     """
 
     grad_threshold: float = 0.0002
@@ -56,6 +59,7 @@ class DefaultStrategy(Strategy):
     max_gaussians: int | None = None
     absgrad: bool = False
     absgrad_threshold: float | None = None
+    absgrad_clone: bool = False
     # Set by the trainer with model.filter_3d: params -> [N] the factor rendering applies to each
     # opacity, so that resets (and caps) bound the opacity as rendered, as Mip-Splatting's do.
     opacity_factor: Callable[[dict], torch.Tensor] | None = field(default=None, repr=False, compare=False)
@@ -63,8 +67,9 @@ class DefaultStrategy(Strategy):
     SCHEDULE_FIELDS: ClassVar[tuple[str, ...]] = ("refine_start", "refine_stop", "refine_every", "reset_every")
     INTERVAL_FIELDS: ClassVar[tuple[str, ...]] = ("refine_every", "reset_every")
     FLOOR_FIELDS: ClassVar[tuple[str, ...]] = ("refine_every",)
-    # Per-Gaussian statistics: sized on the first step, carried through surgery, zeroed at each refine.
-    STATS: ClassVar[tuple[str, ...]] = ("grad2d", "count", "max_radii")
+    # Per-Gaussian statistics: sized on the first step, carried through surgery, zeroed at each refine
+    # (grad2d_abs: accumulated only when wants_absgrad).
+    STATS: ClassVar[tuple[str, ...]] = ("grad2d", "count", "max_radii", "grad2d_abs")
 
     @property
     def wants_absgrad(self) -> bool:
@@ -72,9 +77,8 @@ class DefaultStrategy(Strategy):
         return self.absgrad
 
     @property
-    def threshold(self) -> float:
-        if not self.absgrad:
-            return self.grad_threshold
+    def abs_threshold(self) -> float:
+        """absgrad's threshold on the absolute statistic."""
         return 4 * self.grad_threshold if self.absgrad_threshold is None else self.absgrad_threshold
 
     def initial_state(self) -> dict:
@@ -105,7 +109,7 @@ class DefaultStrategy(Strategy):
     def _stats(self, params: dict, state: dict) -> None:
         n, device = params["means"].shape[0], params["means"].device
         for key in self.STATS:
-            v = state[key]
+            v = state.get(key, torch.zeros(0))  # a checkpoint from before a statistic was added
             if v.numel() == 0 and n > 0:
                 state[key] = torch.zeros(n, device=device)
             elif v.shape[0] != n:
@@ -117,14 +121,17 @@ class DefaultStrategy(Strategy):
     @torch.no_grad()
     def _accumulate(self, params, state, out, width: int, height: int) -> None:
         self._stats(params, state)
-        grad = out.means2d_absgrad if self.absgrad else out.means2d.grad
+        grad = out.means2d.grad
         if grad is None:
-            return
-        # INRIA measures the gradient w.r.t. NDC positions: d/d ndc = d/d px * (size / 2).
-        if _fused_stats(grad, out.radii, width / 2, height / 2, state):
             return
         # Masks as arithmetic, not boolean indexing: indexing asks the host for the count (a sync).
         visible = out.radii > 0
+        absgrad = getattr(out, "means2d_absgrad", None)
+        if self.wants_absgrad and absgrad is not None:  # AbsGS's statistic, as grad2d below
+            state["grad2d_abs"] += torch.where(visible, ndc_norm(absgrad, width, height), 0.0)
+        # INRIA measures the gradient w.r.t. NDC positions: d/d ndc = d/d px * (size / 2).
+        if _fused_stats(grad, out.radii, width / 2, height / 2, state):
+            return
         state["grad2d"] += torch.where(visible, ndc_norm(grad, width, height), 0.0)
         state["count"] += visible
         torch.maximum(state["max_radii"], torch.where(visible, out.radii.float(), 0.0), out=state["max_radii"])
@@ -165,8 +172,14 @@ class DefaultStrategy(Strategy):
         return high if cap is None else self._within_cap(high, small, grads, cap, state)
 
     def candidates(self, state: dict, grads, small) -> torch.Tensor:
-        """Clone / split candidates before the cap: the mean gradient at the threshold."""
-        return grads >= self.threshold
+        """Clone / split candidates before the cap: the mean gradient at grad_threshold; with
+        absgrad, splits by the mean absolute statistic at abs_threshold (and clones too with
+        absgrad_clone)."""
+        if not self.absgrad:
+            return grads >= self.grad_threshold
+        abs_high = state["grad2d_abs"] / state["count"].clamp_min(1) >= self.abs_threshold
+        clone = abs_high if self.absgrad_clone else grads >= self.grad_threshold
+        return (clone & small) | (abs_high & ~small)
 
     def _within_cap(self, high, small, grads, cap: int, state: dict) -> torch.Tensor:
         """`high` less its lowest-gradient candidates, so that clones (one new Gaussian each)

@@ -13,7 +13,7 @@ from typing import Callable, ClassVar
 import torch
 
 from gsexp.gaussians import surgery
-from gsexp.train.strategy.default import DefaultStrategy, ndc_norm
+from gsexp.train.strategy.default import DefaultStrategy
 
 # (k, seed) -> (marked-pixel counts summed over k views [N], the same weighted by each view's loss [N])
 Scorer = Callable[[int, int], tuple]
@@ -58,7 +58,6 @@ class FastGSStrategy(DefaultStrategy):
     SCHEDULE_FIELDS: ClassVar[tuple[str, ...]] = DefaultStrategy.SCHEDULE_FIELDS + (
         "final_prune_every", "final_prune_start", "final_prune_stop")
     INTERVAL_FIELDS: ClassVar[tuple[str, ...]] = DefaultStrategy.INTERVAL_FIELDS + ("final_prune_every",)
-    STATS: ClassVar[tuple[str, ...]] = DefaultStrategy.STATS + ("grad2d_abs",)  # split_absgrad_threshold's
 
     def __post_init__(self):
         if self.views < 1:
@@ -75,13 +74,6 @@ class FastGSStrategy(DefaultStrategy):
     def initial_state(self) -> dict:
         return {**super().initial_state(), "importance": torch.zeros(0), "prune_score": torch.zeros(0),
                 "n_final_pruned": 0}
-
-    @torch.no_grad()
-    def _accumulate(self, params, state, out, width: int, height: int) -> None:
-        super()._accumulate(params, state, out, width, height)
-        g = getattr(out, "means2d_absgrad", None)
-        if self.split_absgrad_threshold is not None and g is not None:  # as grad2d, summed |d/d mean2d|
-            state["grad2d_abs"] += torch.where(out.radii > 0, ndc_norm(g, width, height), 0.0)
 
     def step_post_backward(self, params, optimizers, state, step, out, width, height, lr=None):
         super().step_post_backward(params, optimizers, state, step, out, width, height, lr)
