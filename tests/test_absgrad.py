@@ -117,3 +117,17 @@ def test_training_with_absgrad_renders_with_the_switch(tmp_path):
                                           "data.options.height=16", "logger=none", "device=cpu"])
     run = setup(validate(cfg), tmp_path)
     assert run.settings.absgrad and run.strategy.absgrad
+
+
+def test_a_state_from_before_the_absolute_statistic_still_accumulates():
+    """Checkpoints written before grad2d_abs joined the default strategy's statistics resume."""
+    from gsexp.train.strategy.default import DefaultStrategy
+
+    g, cam = random_scene(5, 40, 20, 16, 1)
+    out = render(g.map(lambda t: t.requires_grad_()), cam, absgrad=True)
+    out.image.sum().backward()
+    strategy = DefaultStrategy(absgrad=True, scene_extent=1.0)
+    state = strategy.initial_state()
+    del state["grad2d_abs"]
+    strategy._accumulate({"means": g.means}, state, out, cam.width, cam.height)
+    assert state["grad2d_abs"].shape == (40,) and state["grad2d_abs"].any()
