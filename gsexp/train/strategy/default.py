@@ -124,14 +124,14 @@ class DefaultStrategy(Strategy):
         grad = out.means2d.grad
         if grad is None:
             return
-        # Masks as arithmetic, not boolean indexing: indexing asks the host for the count (a sync).
-        visible = out.radii > 0
         absgrad = getattr(out, "means2d_absgrad", None)
         if self.wants_absgrad and absgrad is not None:  # AbsGS's statistic, as grad2d below
-            state["grad2d_abs"] += torch.where(visible, ndc_norm(absgrad, width, height), 0.0)
+            state["grad2d_abs"] += torch.where(out.radii > 0, ndc_norm(absgrad, width, height), 0.0)
         # INRIA measures the gradient w.r.t. NDC positions: d/d ndc = d/d px * (size / 2).
         if _fused_stats(grad, out.radii, width / 2, height / 2, state):
             return
+        # Masks as arithmetic, not boolean indexing: indexing asks the host for the count (a sync).
+        visible = out.radii > 0
         state["grad2d"] += torch.where(visible, ndc_norm(grad, width, height), 0.0)
         state["count"] += visible
         torch.maximum(state["max_radii"], torch.where(visible, out.radii.float(), 0.0), out=state["max_radii"])
