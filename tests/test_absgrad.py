@@ -85,9 +85,10 @@ def test_default_strategy_with_absgrad_accumulates_both_statistics():
     assert DefaultStrategy(absgrad=True, absgrad_threshold=1e-3).abs_threshold == 1e-3
 
 
-def test_absgrad_splits_by_the_absolute_statistic_and_clones_by_the_plain_one():
-    """AbsGS's code: large Gaussians split where the absolute statistic reaches 0.0008, small ones
-    clone where 3DGS's gradient reaches 0.0002; absgrad_clone: both by the absolute one."""
+def test_absgrad_rules():
+    """split (AbsGS's code): large Gaussians split where the absolute statistic reaches 0.0008,
+    small ones clone where 3DGS's gradient reaches 0.0002; both: both by the absolute one;
+    quantile (Mip-Splatting's code): 3DGS's rule, and as many again by the absolute statistic."""
     from gsexp.train.strategy.default import DefaultStrategy
 
     # Gaussians: (plain, absolute) mean statistics, small or not
@@ -95,13 +96,19 @@ def test_absgrad_splits_by_the_absolute_statistic_and_clones_by_the_plain_one():
     absolute = torch.tensor([5e-4, 9e-4, 5e-4, 9e-4, 9e-4, 5e-4])
     small = torch.tensor([True, True, False, False, False, True])
     state = {"grad2d_abs": absolute * 2, "count": torch.full((6,), 2.0)}
-    picks = {}
-    for kind, strategy in (("plain", DefaultStrategy()), ("absgs", DefaultStrategy(absgrad=True)),
-                           ("both", DefaultStrategy(absgrad=True, absgrad_clone=True))):
-        picks[kind] = strategy.candidates(state, plain, small).tolist()
-    assert picks["plain"] == [True, False, True, False, True, False]
-    assert picks["absgs"] == [True, False, False, True, True, False]   # clones: plain; splits: absolute
+    picks = {rule: DefaultStrategy(absgrad=True, absgrad_rule=rule).candidates(state, plain, small).tolist()
+             for rule in ("split", "both", "quantile")}
+    assert DefaultStrategy().candidates(state, plain, small).tolist() == [True, False, True, False, True, False]
+    assert picks["split"] == [True, False, False, True, True, False]   # clones: plain; splits: absolute
     assert picks["both"] == [False, True, False, True, True, False]    # both absolute
+    # 3 pass the plain rule, so the 3 largest absolute statistics join them (Gaussians 1, 3, 4)
+    assert picks["quantile"] == [True, True, True, True, True, False]
+    nothing = DefaultStrategy(absgrad=True, absgrad_rule="quantile").candidates(state, plain * 0, small)
+    assert not nothing.any()  # none by the plain rule: none by the absolute one either
+    with pytest.raises(ValueError, match="absgrad_rule must be one of split, both, quantile"):
+        DefaultStrategy(absgrad_rule="all")
+
+
 def test_training_with_absgrad_renders_with_the_switch(tmp_path):
     from pathlib import Path
 

@@ -48,7 +48,7 @@ declare -A RASTER=([tc_gs]="rasterizer=tc_gs rasterizer.intersect=accutile"
 # abs: AbsGS as its code (splits by the absolute statistic, clones by 3DGS's gradient); before
 # 2026-12-06 it chose clones by it too, which is absc now (the first two sessions' abs, both, abs2 rows)
 declare -A MODE=([base]="" [aa]="rasterizer.antialiased=true" [abs]="strategy.options.absgrad=true"
-                 [absc]="strategy.options.absgrad=true strategy.options.absgrad_clone=true"
+                 [absc]="strategy.options.absgrad=true strategy.options.absgrad_rule=both"
                  [both]="rasterizer.antialiased=true strategy.options.absgrad=true"
                  [mip]="rasterizer.antialiased=true model.filter_3d=true"  # the 2D filter with the 3D one
                  [aa01]="rasterizer.antialiased=true rasterizer.dilation=0.1"  # Mip-Splatting's 2D filter

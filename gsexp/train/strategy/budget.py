@@ -34,6 +34,7 @@ class BudgetStrategy(DefaultStrategy):
     downscale_at: Callable[[int], float] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
+        super().__post_init__()
         if self.budget is not None and self.budget < 1:
             raise ValueError(f"BudgetStrategy: budget must be >= 1 Gaussians, got {self.budget}")
         if self.budget is None and not self.budget_multiple > 0:

@@ -38,11 +38,14 @@ class DefaultStrategy(Strategy):
     are refined, and a warning says so once. More Gaussians than pixels only fit noise.
     absgrad (AbsGS, Ye et al. 2024): a second statistic sums |dL/d mean2d| over each Gaussian's
     pixels before the norm (out.means2d_absgrad; the run renders with the rasterizer's absgrad
-    switch), so gradients of opposite sign no longer cancel. As AbsGS's code does, it chooses the
-    splits (large Gaussians), against absgrad_threshold (None: 4 x grad_threshold, AbsGS's 0.0008
-    for 3DGS's 0.0002), while clones keep 3DGS's gradient and grad_threshold. absgrad_clone: the
-    clones too by the absolute statistic against absgrad_threshold (gsexp's absgrad before
-    2026-12-06, the first `abs` rows of experiments/rasterizer_modes).
+    switch), so gradients of opposite sign no longer cancel. absgrad_rule says how it chooses:
+    - split (AbsGS's code): splits (large Gaussians) by it against absgrad_threshold (None: 4 x
+      grad_threshold, AbsGS's 0.0008 for 3DGS's 0.0002), clones by 3DGS's gradient;
+    - both: clones and splits by it against absgrad_threshold (gsexp's absgrad before
+      2026-12-06, the first `abs` rows of experiments/rasterizer_modes);
+    - quantile (Mip-Splatting's and Gaussian Opacity Fields' code): clones and splits by 3DGS's
+      gradient, and also the Gaussians whose absolute statistic is among the top share of them,
+      the share that 3DGS's gradient selects (absgrad_threshold unused).
     """
 
     grad_threshold: float = 0.0002
@@ -59,7 +62,7 @@ class DefaultStrategy(Strategy):
     max_gaussians: int | None = None
     absgrad: bool = False
     absgrad_threshold: float | None = None
-    absgrad_clone: bool = False
+    absgrad_rule: str = "split"
     # Set by the trainer with model.filter_3d: params -> [N] the factor rendering applies to each
     # opacity, so that resets (and caps) bound the opacity as rendered, as Mip-Splatting's do.
     opacity_factor: Callable[[dict], torch.Tensor] | None = field(default=None, repr=False, compare=False)
@@ -70,6 +73,13 @@ class DefaultStrategy(Strategy):
     # Per-Gaussian statistics: sized on the first step, carried through surgery, zeroed at each refine
     # (grad2d_abs: accumulated only when wants_absgrad).
     STATS: ClassVar[tuple[str, ...]] = ("grad2d", "count", "max_radii", "grad2d_abs")
+
+    ABSGRAD_RULES: ClassVar[tuple[str, ...]] = ("split", "both", "quantile")
+
+    def __post_init__(self):
+        if self.absgrad_rule not in self.ABSGRAD_RULES:
+            raise ValueError(f"{type(self).__name__}: absgrad_rule must be one of {', '.join(self.ABSGRAD_RULES)}, "
+                             f"got {self.absgrad_rule!r}")
 
     @property
     def wants_absgrad(self) -> bool:
@@ -173,12 +183,18 @@ class DefaultStrategy(Strategy):
 
     def candidates(self, state: dict, grads, small) -> torch.Tensor:
         """Clone / split candidates before the cap: the mean gradient at grad_threshold; with
-        absgrad, splits by the mean absolute statistic at abs_threshold (and clones too with
-        absgrad_clone)."""
+        absgrad, as absgrad_rule says (the class's docstring)."""
+        high = grads >= self.grad_threshold
         if not self.absgrad:
-            return grads >= self.grad_threshold
-        abs_high = state["grad2d_abs"] / state["count"].clamp_min(1) >= self.abs_threshold
-        clone = abs_high if self.absgrad_clone else grads >= self.grad_threshold
+            return high
+        abs_grads = state["grad2d_abs"] / state["count"].clamp_min(1)
+        if self.absgrad_rule == "quantile":  # as many again, by the absolute statistic (a sync: refines only)
+            k = int(high.sum())
+            if k == 0:
+                return high
+            return high | (abs_grads >= torch.topk(abs_grads, k).values[-1])
+        abs_high = abs_grads >= self.abs_threshold
+        clone = abs_high if self.absgrad_rule == "both" else high
         return (clone & small) | (abs_high & ~small)
 
     def _within_cap(self, high, small, grads, cap: int, state: dict) -> torch.Tensor:

@@ -60,6 +60,7 @@ class FastGSStrategy(DefaultStrategy):
     INTERVAL_FIELDS: ClassVar[tuple[str, ...]] = DefaultStrategy.INTERVAL_FIELDS + ("final_prune_every",)
 
     def __post_init__(self):
+        super().__post_init__()
         if self.views < 1:
             raise ValueError(f"FastGSStrategy: views must be >= 1, got {self.views}")
         if not 0.0 < self.prune_share <= 1.0:
