@@ -28,7 +28,7 @@ export GSEXP_SHARED=$PWD/$S/shared   # AlexNet's ImageNet weights for LPIPS (no 
 JOBS=${JOBS:-"lego_tc_gs_base lego_tc_gs_aa lego_vanilla_base lego_vanilla_aa lego_tc_gs_abs lego_tc_gs_both
   lego_vanilla_abs lego_vanilla_both fern_tc_gs_base fern_tc_gs_aa fern_tc_gs_abs fern_tc_gs_both
   lego_tc_gs_mip fern_vanilla_base fern_vanilla_aa"}
-# A third session: JOBS="lego_tc_gs_base_s2 lego_tc_gs_mip01 lego_tc_gs_aa01_s1 lego_tc_gs_abs lego_tc_gs_mip"
+# A third session: JOBS="lego_tc_gs_base_s2 lego_tc_gs_mip01 lego_tc_gs_aa01_s1 lego_tc_gs_abs lego_tc_gs_mipq lego_tc_gs_mip"
 #   PYTESTS="tests/test_cuda_antialiased.py tests/test_cuda_ssim.py" TEST_SHARED=.device_modes/shared:
 #   the 3D filter with Mip-Splatting's reset, aa01's second seed, AbsGS as its code, the defaults with preprocess_ab,
 #   test_cuda_antialiased's 0.1 px^2 bounds (one call, no .device_pyc).
@@ -52,7 +52,8 @@ declare -A MODE=([base]="" [aa]="rasterizer.antialiased=true" [abs]="strategy.op
                  [both]="rasterizer.antialiased=true strategy.options.absgrad=true"
                  [mip]="rasterizer.antialiased=true model.filter_3d=true"  # the 2D filter with the 3D one
                  [aa01]="rasterizer.antialiased=true rasterizer.dilation=0.1"  # Mip-Splatting's 2D filter
-                 [mip01]="rasterizer.antialiased=true rasterizer.dilation=0.1 model.filter_3d=true"  # all of Mip-Splatting
+                 [mip01]="rasterizer.antialiased=true rasterizer.dilation=0.1 model.filter_3d=true"  # all of Mip-Splatting's paper
+                 [mipq]="rasterizer.antialiased=true rasterizer.dilation=0.1 model.filter_3d=true strategy.options.absgrad=true strategy.options.absgrad_rule=quantile"  # and its code's densification
                  [abs2]="strategy.options.absgrad=true strategy.options.absgrad_threshold=0.0004")
 spec() {  # a mode's rasterizer overrides as gsexp.bench spec keys: rasterizer.k=v -> :k=v
   local o; for o in ${MODE[$1]}; do [[ $o == rasterizer.* ]] && printf ':%s' "${o#rasterizer.}"; done; return 0
