@@ -22,7 +22,8 @@ def scene_dir(tmp_path_factory):
 @pytest.mark.parametrize("feature", ["", "appearance=affine", "appearance=bilateral_grid", "pose_opt=true",
                                      "batch_size=2", "rasterizer=vanilla", "strategy=mcmc", "strategy=budget",
                                      "strategy=fastgs", "sparse_adam=true", "schedule.resolution=auto",
-                                     "rasterizer.antialiased=true rasterizer.absgrad=true", "model.filter_3d=true"])
+                                     "rasterizer.antialiased=true rasterizer.absgrad=true", "model.filter_3d=true",
+                                     "strategy.options.absgrad=true"])
 def test_steps_between_refinements_do_not_sync(scene_dir, tmp_path, feature):
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = validate(compose("train", overrides=[
