@@ -30,10 +30,12 @@ def test_forward_and_gradients_match_reference(scene, variant):
     grads = gradient_errors(g, cam, settings, background=BACKGROUND, explain=True)
     print(grads)
     # Pixels whose last contributor differs are left out of the gradient check. At 0.1 px^2, tc_gs
-    # + accutile on scene 2 leaves out 0.33 % (H100; < 0.1 % in every case at 0.3): their images
-    # agree and they are not threshold flips (decision margins up to 0.48). Nor, by a CPU check,
-    # rounding in the tile lists (fp32 and fp64 preprocess give the same accutile pairs there).
-    # The cause is open: forward_errors prints the pair counts and the first such pixels.
+    # + accutile on scene 2 leaves out 0.33 % (H100; < 0.1 % in every case at 0.3): 257 pixels,
+    # one whole 16x16 tile and the one pixel off. Their images agree and they are not threshold
+    # flips (decision margins up to 0.48): most likely that tile's list holds a Gaussian more or
+    # less than the reference's, one that adds nothing there, which shifts every position. The
+    # reference's fp32 and fp64 preprocess give the same pairs, so it would be CUDA's accutile
+    # against the reference's; forward_errors prints both pair counts and the first such pixels.
     # Logs: experiments/rasterizer_modes/h100_2026-12-06b/.
     assert grads["excluded_pixels"] < (1e-2 if settings.dilation < 0.3 else 1e-3)
     for k, v in grads.items():
