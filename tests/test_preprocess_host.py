@@ -20,6 +20,7 @@ import torch
 from conftest import require_cuda_toolchain
 from gsexp.render.cuda.function import camera_values
 from gsexp.render.reference.preprocess import preprocess
+from gsexp.render.reference.tiles import duplicate
 from render_helpers import culled_runs, random_scene, rel_error
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,6 +114,9 @@ def test_kernels_on_the_cpu(tmp_path):
         assert rel_error(ours["conic_opacity"][both, 3], ref.opacities[both].detach()) < 1e-5
         assert rel_error(ours["colors"][both], ref.colors[both].detach()) < 1e-6  # seen: <1e-7
         assert rel_error(ours["depths"][both, 0], ref.depths[both].detach()) < 1e-6
+        # accutile's tiles per Gaussian (csrc/intersect.cuh), as the reference's pairs
+        pairs = torch.bincount(duplicate(ref)[0], minlength=N)
+        assert torch.equal(torch.where(radii > 0, ours["touched"][:, 0], 0).long(), pairs), (degree, layout, aa)
         terms = [k for k in upstream if k != "depths" or layout == "joined"]  # preprocess_host.cpp: dL/dz there
         loss = sum((upstream[k][both].double() * getattr(ref, k)[both].reshape(-1, upstream[k].shape[1])).sum()
                    for k in terms)
