@@ -6,7 +6,7 @@ from typing import Callable
 
 import torch
 
-from gsexp.train.strategy.default import DefaultStrategy
+from gsexp.train.strategy.default import DefaultStrategy, mean_absgrad
 
 
 @dataclass
@@ -60,7 +60,7 @@ class BudgetStrategy(DefaultStrategy):
             state["n_initial"] = len(grads)
         room = self.target(step, state["n_initial"]) - len(grads)
         if self.absgrad:  # the score's gradient is AbsGS's statistic
-            grads = state["grad2d_abs"] / state["count"].clamp_min(1)
+            grads = mean_absgrad(state)
         score = torch.where(state["count"] > 0, grads * torch.sigmoid(params["opacity_logits"].detach()), 0.0)
         if room <= 0:
             return torch.zeros_like(score, dtype=torch.bool)

@@ -187,15 +187,14 @@ class DefaultStrategy(Strategy):
         high = grads >= self.grad_threshold
         if not self.absgrad:
             return high
-        abs_grads = state["grad2d_abs"] / state["count"].clamp_min(1)
+        abs_grads = mean_absgrad(state)
         if self.absgrad_rule == "quantile":  # as many again, by the absolute statistic (a sync: refines only)
             k = int(high.sum())
             if k == 0:
                 return high
             return high | (abs_grads >= torch.topk(abs_grads, k).values[-1])
-        abs_high = abs_grads >= self.abs_threshold
-        clone = abs_high if self.absgrad_rule == "both" else high
-        return (clone & small) | (abs_high & ~small)
+        clone = abs_grads >= self.abs_threshold if self.absgrad_rule == "both" else high
+        return split_by_absgrad(clone, abs_grads, self.abs_threshold, small)
 
     def _within_cap(self, high, small, grads, cap: int, state: dict) -> torch.Tensor:
         """`high` less its lowest-gradient candidates, so that clones (one new Gaussian each)
@@ -218,6 +217,17 @@ class DefaultStrategy(Strategy):
         fits = torch.zeros_like(chosen)
         fits[order] = torch.cumsum(cost[order], 0) <= max(room, 0)
         return chosen & fits
+
+
+def mean_absgrad(state: dict) -> torch.Tensor:
+    """Per Gaussian the mean over its views of AbsGS's statistic (state['grad2d_abs'])."""
+    return state["grad2d_abs"] / state["count"].clamp_min(1)
+
+
+def split_by_absgrad(clone: torch.Tensor, abs_grads: torch.Tensor, threshold: float, small: torch.Tensor):
+    """AbsGS's refine: the small Gaussians of `clone`, and the large ones whose absolute statistic
+    reaches `threshold`."""
+    return (clone & small) | ((abs_grads >= threshold) & ~small)
 
 
 def ndc_norm(grad: torch.Tensor, width: int, height: int) -> torch.Tensor:

@@ -13,7 +13,7 @@ from typing import Callable, ClassVar
 import torch
 
 from gsexp.gaussians import surgery
-from gsexp.train.strategy.default import DefaultStrategy
+from gsexp.train.strategy.default import DefaultStrategy, mean_absgrad, split_by_absgrad
 
 # (k, seed) -> (marked-pixel counts summed over k views [N], the same weighted by each view's loss [N])
 Scorer = Callable[[int, int], tuple]
@@ -106,8 +106,7 @@ class FastGSStrategy(DefaultStrategy):
     def candidates(self, state: dict, grads, small) -> torch.Tensor:
         high = super().candidates(state, grads, small)
         if self.split_absgrad_threshold is not None:
-            abs_grads = state["grad2d_abs"] / state["count"].clamp_min(1)
-            high = (high & small) | ((abs_grads >= self.split_absgrad_threshold) & ~small)
+            high = split_by_absgrad(high, mean_absgrad(state), self.split_absgrad_threshold, small)
         return high & (state["importance"] > self.min_importance)
 
     def to_prune(self, params: dict, state: dict, step: int) -> torch.Tensor:
