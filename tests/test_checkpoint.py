@@ -90,6 +90,8 @@ def draw():
 
 
 def test_rng_state_round_trip(tmp_path):
+    if torch.cuda.is_available():
+        torch.cuda.init()  # rng_state() reads the CUDA generators only once CUDA has started
     random.seed(1)
     np.random.seed(2)
     torch.manual_seed(3)

@@ -81,6 +81,30 @@ def test_pool_without_devices_runs_on_the_cpu(tmp_path, monkeypatch):
         assert device is None
 
 
+def test_a_jobs_inputs_load_without_starting_cuda(monkeypatch):
+    """train.py reads a job's scene and PLY before the job claims its GPU, and the claim refuses once
+    CUDA has started (CUDA_VISIBLE_DEVICES no longer selects then). On the H100 every job of a
+    hydra/launcher=gpus sweep failed so: the inputs' RNG state read the CUDA generators. Here torch
+    is told a GPU exists and starting CUDA raises."""
+    import torch
+
+    from gsexp.config import check_machine, validate
+    from gsexp.train.setup import load_inputs
+    from test_train_run import TINY
+
+    def started():
+        raise AssertionError("CUDA was started before the job claimed its GPU")
+
+    cfg = validate(compose_train([*TINY, "rasterizer=torch"]))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for module in (torch.cuda, torch.cuda.random):  # the RNG functions hold their own references
+        monkeypatch.setattr(module, "device_count", lambda: 1)
+        monkeypatch.setattr(module, "_lazy_init", started)
+    check_machine(cfg)
+    inputs = load_inputs(cfg, None)
+    assert len(inputs.scene.train_cameras) > 0 and "cuda" not in inputs.rng
+
+
 # --- results table and dashboard ----------------------------------------------------------------
 
 def fake_sweep(root: Path) -> Path:

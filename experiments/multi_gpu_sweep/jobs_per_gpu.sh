@@ -6,7 +6,8 @@
 #   this writes jpg/ (every job's summary.json, the sweeps' results) and jpg/table.md.
 # The same 12-cell sweep (lego_fast at 10K steps: rasterizer vanilla / tc_gs x 6 seeds) with
 # hydra.launcher.jobs_per_gpu = k for each k in KS: wall time, cells per hour, each job's training
-# time, PSNR, peak memory and start-up / end overhead. ~15 min on the H200 for k = 1..4; MPS_KS
+# time, PSNR, peak memory and start-up / end overhead. ~15 min on the H200 for k = 1..4 (SEEDS=0,1,2 and
+# ITERS=5000: a quarter of that); MPS_KS
 # adds the same sweeps under CUDA MPS (below).
 set -u
 W=/tmp/peers; J=$W/jpg; mkdir -p $J
@@ -16,7 +17,7 @@ sweep() {
   [ -f $J/$1/results.csv ] && return
   local s=$(date +%s)
   python train.py -m experiment=lego_fast hydra/launcher=gpus hydra.launcher.jobs_per_gpu=$2 data.path=/tmp/lego \
-    logger=none iterations=${ITERS:-10000} rasterizer=vanilla,tc_gs rasterizer.intersect=accutile seed=0,1,2,3,4,5 \
+    logger=none iterations=${ITERS:-10000} rasterizer=vanilla,tc_gs rasterizer.intersect=accutile seed=${SEEDS:-0,1,2,3,4,5} \
     hydra.sweep.dir=$J/$1 > $J/$1.log 2>&1
   log "$1: jobs_per_gpu=$2 rc=$? ($(( $(date +%s) - s )) s wall)"
 }

@@ -108,7 +108,8 @@ def load_checkpoint(path) -> dict:
 
 
 def rng_state() -> dict:
-    """Python, numpy (global) and torch CPU/CUDA RNG states as tensors, lists and ints."""
+    """Python, numpy (global) and torch CPU RNG states as tensors, lists and ints, and the CUDA
+    ones once CUDA has started (before, they hold only torch.manual_seed's queued seed)."""
     version, internal, gauss_next = random.getstate()
     name, keys, pos, has_gauss, cached = np.random.get_state()
     state = {
@@ -117,7 +118,7 @@ def rng_state() -> dict:
                   "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available():
+    if torch.cuda.is_initialized():  # reading them would start CUDA (a sweep job claims its GPU after this)
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
