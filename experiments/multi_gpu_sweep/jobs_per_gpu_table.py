@@ -9,18 +9,19 @@ import sys
 from pathlib import Path
 
 
-def row(sweep: Path) -> dict | None:
+def row(sweep: Path) -> dict:
     jobs = [json.loads(p.read_text()) for p in sorted(sweep.glob("*/summary.json"))]
     ok = [j for j in jobs if j.get("status") == "ok"]
-    if not ok:
-        return None
+    k = sweep.name.removeprefix("mps_").removeprefix("k") + (" (MPS)" if sweep.name.startswith("mps_") else "")
+    failed = [j.get("error") or j.get("status", "?") for j in jobs if j.get("status") != "ok"]
+    if not ok:  # a sweep whose every job failed still gets its row, and its first error below the table
+        return {"k": k, "jobs": f"0/{len(jobs)}", "failed": failed}
     wall = max(j["ended"] for j in ok) - min(j["started"] for j in ok) if all("started" in j for j in ok) else None
 
     def med(key):
         return statistics.median(key(j) for j in ok)
 
-    k = sweep.name.removeprefix("mps_").removeprefix("k") + (" (MPS)" if sweep.name.startswith("mps_") else "")
-    return {"k": k, "jobs": f"{len(ok)}/{len(jobs)}", "wall_s": wall,
+    return {"k": k, "jobs": f"{len(ok)}/{len(jobs)}", "failed": failed, "wall_s": wall,
             "cells_per_hour": 3600 * len(ok) / wall if wall else None,
             "train_s": med(lambda j: j["train_seconds"]), "psnr": statistics.mean(j["psnr"] for j in ok),
             "peak_mib": max(j.get("peak_memory_mb") or 0 for j in ok),
@@ -34,12 +35,13 @@ def fmt(v, digits=1) -> str:
 
 def main(folder: Path) -> str:
     sweeps = sorted(folder.glob("k*")) + sorted(folder.glob("mps_k*"))  # MPS_KS's sweeps after the plain ones
-    rows = [r for r in (row(d) for d in sweeps if d.is_dir()) if r]
+    rows = [row(d) for d in sweeps if d.is_dir()]
     head = ["k", "jobs ok", "wall s", "cells / hour", "train s (median)", "PSNR (mean)", "peak MiB (max)",
             "start-up s (median)", "end s (median)"]
     keys = ["k", "jobs", "wall_s", "cells_per_hour", "train_s", "psnr", "peak_mib", "to_first_step_s", "after_last_step_s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(fmt(r[k], 2 if k == "psnr" else 1) for k in keys) + " |" for r in rows]
+    lines += ["| " + " | ".join(fmt(r.get(k), 2 if k == "psnr" else 1) for k in keys) + " |" for r in rows]
+    lines += [f"\nk = {r['k']}: {len(r['failed'])} job(s) not ok; the first: {r['failed'][0]}" for r in rows if r["failed"]]
     return "\n".join(lines)
 
 
