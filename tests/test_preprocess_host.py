@@ -46,9 +46,11 @@ def mixed_scene():
     return culled_runs(g, cam), cam, upstream
 
 
-def run_host(tmp_path, g, cam, upstream) -> tuple[str, np.ndarray]:
+def run_host(tmp_path, g, cam, upstream, contract: str = "-ffp-contract=off") -> tuple[str, np.ndarray]:
+    """contract: how g++ may fuse a*b+c (off: each rounded, as the reference; "-ffp-contract=fast
+    -mfma": into FMAs, as nvcc does by default)."""
     exe = tmp_path / "preprocess_host"
-    subprocess.run(["g++", "-std=c++20", "-O2", "-ffp-contract=off", "-pthread", "-w", "-I", str(REPO / "csrc"),
+    subprocess.run(["g++", "-std=c++20", "-O2", *contract.split(), "-pthread", "-w", "-I", str(REPO / "csrc"),
                     "-I", str(cuda_include()), str(REPO / "tests/preprocess_host.cpp"), "-o", str(exe)], check=True)
     arrays = [g.means, g.log_scales, g.quats, g.opacity_logits, g.sh, *upstream.values()]
     with open(tmp_path / "in.bin", "wb") as f:

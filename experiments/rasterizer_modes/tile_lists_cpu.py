@@ -38,16 +38,20 @@ def main():
     gen = torch.Generator().manual_seed(6)
     upstream = {k: torch.randn(n, d, generator=gen) for k, d in (("means2d", 2), ("conics", 3), ("colors", 3),
                                                               ("opacities", 1), ("depths", 1))}
-    with tempfile.TemporaryDirectory() as tmp:
-        stdout, raw = host.run_host(Path(tmp), g, cam, upstream)
-    for line, ours in zip(stdout.splitlines(), host.cases(raw)):
-        m = host.LINE.fullmatch(line)
-        aa, dilation = m.group(3) is not None, float(m.group(4))
-        ids, _ = duplicate(preprocess(g, cam, intersect="accutile", antialiased=aa, dilation=dilation))
-        ref = torch.bincount(ids, minlength=n)
-        mine = torch.where(ours["radii"][:, 0] > 0, ours["touched"][:, 0], 0).long()
-        print(f"{line}: CPU build {int(mine.sum())} pairs, reference {int(ref.sum())}, "
-              f"{int((mine != ref).sum())} Gaussians differ")
+    for contract in ("-ffp-contract=off", "-ffp-contract=fast -mfma"):  # as the reference; with nvcc's FMAs
+        print(f"CPU build with {contract}:")
+        with tempfile.TemporaryDirectory() as tmp:
+            stdout, raw = host.run_host(Path(tmp), g, cam, upstream, contract)
+        for line, ours in zip(stdout.splitlines(), host.cases(raw)):
+            m = host.LINE.fullmatch(line)
+            aa, dilation = m.group(3) is not None, float(m.group(4))
+            ids, _ = duplicate(preprocess(g, cam, intersect="accutile", antialiased=aa, dilation=dilation))
+            ref = torch.bincount(ids, minlength=n)
+            mine = torch.where(ours["radii"][:, 0] > 0, ours["touched"][:, 0], 0).long()
+            differ = (mine != ref).nonzero()[:, 0]
+            print(f"  {line}: {int(mine.sum())} pairs, reference {int(ref.sum())}, {len(differ)} Gaussians differ"
+                  + (f" (e.g. {differ[:3].tolist()}: {mine[differ[:3]].tolist()} against {ref[differ[:3]].tolist()})"
+                     if len(differ) else ""))
 
 
 if __name__ == "__main__":
