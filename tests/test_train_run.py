@@ -100,6 +100,8 @@ def test_single_run_writes_the_run_dir(tmp_path):
     phases = ("render", "loss", "backward", "densify", "optimizer")
     logged = [x for x in lines if "train/loss" in x]
     assert all(f"train/phase_ms/{p}" in x for x in logged for p in phases)  # a CPU run reads them at once
+    elapsed = [x["train/elapsed_s"] for x in logged]  # the training clock at each log step
+    assert elapsed == sorted(elapsed) and 0 < elapsed[-1] <= summary["train_seconds"]
     assert set(summary["phase_ms"]) == set(phases) and all(v >= 0 for v in summary["phase_ms"].values())
     assert summary["phase_ms"]["render"] > 0 and summary["phase_ms"]["backward"] > 0
     # per-job overhead from the process's start (imports count) to the first step, and after the last

@@ -53,7 +53,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
     try:
         for step in range(run.start, cfg.iterations):
             with deferred():  # a signal waits for the step to finish
-                progress.update(step + 1, **loop_step(run, step, timer, logger, viewer))
+                progress.update(step + 1, **loop_step(run, step, timer, logger, viewer, seconds))
                 done = step + 1
             if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.iterations:
                 with pause(paused, "evaluation", run.device):
@@ -103,15 +103,17 @@ def pause(paused: dict, what: str, device: torch.device):
         paused[what] += synced_clock(device) - start
 
 
-def loop_step(run: Run, step: int, timer: PhaseTimer, logger, viewer) -> dict:
+def loop_step(run: Run, step: int, timer: PhaseTimer, logger, viewer, clock) -> dict:
     """The loop's work for one step, less evaluation and checkpoints: the step, its log on log
-    steps (then returns what the progress line shows, else {}), the live viewer's turn."""
+    steps (then returns what the progress line shows, else {}), the live viewer's turn.
+    clock(): the training clock (seconds, as summary.json's train_seconds)."""
     step_start = time.perf_counter()
     log = step % max(run.cfg.log_every, 1) == 0 or step == run.cfg.iterations - 1
     timer.begin(log)
     out, loss, target = train_step(run, step, timer)
     timer.end()
-    shown = log_step(run, logger, step, out, loss, target, time.perf_counter() - step_start, timer.read()) if log else {}
+    shown = log_step(run, logger, step, out, loss, target, time.perf_counter() - step_start, timer.read(),
+                     clock) if log else {}
     viewer.step(step + 1)  # without a browser connected: one flag read
     return shown
 
@@ -223,14 +225,16 @@ def optimizer_step(run: Run, outs: list) -> None:
             extra.step()
 
 
-def log_step(run: Run, logger, step: int, out, loss, target, step_seconds: float, phase_ms) -> dict:
+def log_step(run: Run, logger, step: int, out, loss, target, step_seconds: float, phase_ms, clock) -> dict:
     """Log the step's values; returns what the progress line shows. phase_ms: the newest
-    finished timed step's (on a GPU an earlier log step's: no sync)."""
+    finished timed step's (on a GPU an earlier log step's: no sync). elapsed_s: the training
+    clock when this step had finished (the PSNR's read waits for it), so that the time between
+    log steps shows what densification or a resolution change cost."""
     with torch.no_grad():
         train_psnr = -10 * math.log10(max(((out.image - target) ** 2).mean().item(), 1e-12))
     n = len(run.params["means"])
     logger.log({"train/loss": loss.item(), "train/psnr": train_psnr, "train/num_gaussians": n,
-                "train/step_seconds": step_seconds, "train/peak_memory_mb": peak_memory_mb(run.device),
+                "train/step_seconds": step_seconds, "train/elapsed_s": clock(), "train/peak_memory_mb": peak_memory_mb(run.device),
                 **{f"train/stage_ms/{k}": v for k, v in out.stage_ms.items()},
                 **{f"train/phase_ms/{k}": v for k, v in (phase_ms or {}).items()}}, step)
     return {"loss": loss.item(), "psnr": train_psnr, "num_gaussians": n}

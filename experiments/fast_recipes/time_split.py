@@ -1,0 +1,47 @@
+"""Where a run's training time goes, from its metrics.jsonl (`train/elapsed_s`, the training
+clock at each log step): per tenth of the steps, the seconds, ms a step and the Gaussians at its
+end. A recipe whose train_seconds exceed steps x its median phase times (lego_turbo's by ~4 s)
+shows here whether the excess sits in the refine window, at a resolution change or at full size.
+
+    python experiments/fast_recipes/time_split.py <run dir or metrics.jsonl> [...]
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def rows(path: Path, parts: int = 10) -> list[dict]:
+    """One row per tenth of the logged steps: first and last step, seconds, ms a step, Gaussians."""
+    path = path / "metrics.jsonl" if path.is_dir() else path
+    if not path.is_file():
+        raise SystemExit(f"{path}: no such file; give a run folder (with metrics.jsonl) or the file")
+    logged = [r for r in map(json.loads, path.read_text().splitlines()) if "train/elapsed_s" in r]
+    if len(logged) < 2:
+        raise SystemExit(f"{path}: fewer than two log steps with train/elapsed_s (written since 2026-12-06)")
+    last = logged[-1]["step"]
+    out, start = [], logged[0]
+    for i in range(1, parts + 1):
+        bound = last * i // parts
+        end = max((r for r in logged if r["step"] <= bound), key=lambda r: r["step"])
+        if end["step"] <= start["step"]:
+            continue
+        seconds = end["train/elapsed_s"] - start["train/elapsed_s"]
+        out.append({"steps": f"{start['step']}-{end['step']}", "seconds": seconds,
+                    "ms_per_step": 1000 * seconds / (end["step"] - start["step"]),
+                    "gaussians": end["train/num_gaussians"]})
+        start = end
+    return out
+
+
+def table(path: Path) -> str:
+    lines = [f"{path}", "| steps | s | ms / step | Gaussians at the end |", "|---|---:|---:|---:|"]
+    split = rows(path)
+    lines += [f"| {r['steps']} | {r['seconds']:.2f} | {r['ms_per_step']:.3f} | {r['gaussians']:,} |" for r in split]
+    lines.append(f"| all | {sum(r['seconds'] for r in split):.2f} | | |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print("\n\n".join(table(Path(p)) for p in sys.argv[1:]))
