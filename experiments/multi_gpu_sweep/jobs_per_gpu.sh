@@ -22,11 +22,14 @@ sweep() {
   log "$1: jobs_per_gpu=$2 rc=$? ($(( $(date +%s) - s )) s wall)"
 }
 SKIP_MAIN=1 bash experiments/peers/session.sh install   # lego unpacked, gsexp built
-# a 3-job pool sweep first (~1 min): if the pool fails on this GPU, say so instead of timing failures
+# first (~1.5 min): a 3-job pool sweep (if the pool fails on this GPU, say so instead of timing
+# failures) and a GPU run's resume (logged only)
 if ! python -m pytest -q tests/test_cuda_sweep.py > $J/gpu_tests.log 2>&1; then
   log "test_cuda_sweep failed: $(tail -1 $J/gpu_tests.log)"; log "jobs per gpu done"; exit 1
 fi
 log "test_cuda_sweep: $(tail -1 $J/gpu_tests.log)"
+python -m pytest -q tests/test_cuda_resume.py > $J/gpu_tests_resume.log 2>&1
+log "test_cuda_resume: $(tail -1 $J/gpu_tests_resume.log)"
 for k in ${KS:-1 2 3 4}; do sweep k$k $k; done
 # CUDA MPS (opt-in: MPS_KS="2 4"): the same sweeps with the jobs' kernels sharing the GPU through
 # one MPS server instead of time-slicing between contexts. A user-space daemon, stopped after; the
