@@ -37,7 +37,7 @@ def block(run, first: int, steps: int, enabled: bool) -> float:
         sync()
         start = time.perf_counter()
         for step in range(first, first + steps):
-            loop_step(run, step, timer, logger, viewer)
+            loop_step(run, step, timer, logger, viewer, lambda: time.perf_counter() - start)
         sync()
         return (time.perf_counter() - start) / steps * 1e3
     finally:
