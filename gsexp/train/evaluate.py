@@ -37,11 +37,12 @@ def synced_clock(device: torch.device) -> float:
 
 
 def evaluate(g: Gaussians, scene, settings, device, logger, step: int, *, lpips_net: str | None,
-             renders_dir: Path | None = None, prefix: str = "eval") -> dict:
+             renders_dir: Path | None = None, prefix: str = "eval", train_seconds: float | None = None) -> dict:
     """PSNR / SSIM / LPIPS (when lpips_net) on the test split, mean and per view; into renders_dir
     each render as test_<i>.png and ground truth | render | error as test_<i>_compare.png
     (gsexp/comparison.py). Also the render latency: end to end and per stage (medians over
-    the views, stage timing on). Logged under `prefix`/."""
+    the views, stage timing on). Logged under `prefix`/, with train_seconds (the training clock
+    at `step`) when given: quality against training time, as fast trainers plot it."""
     g = g.detach()
     bg = tuple(scene.background)
     settings = settings.replace(timing=True)
@@ -75,6 +76,7 @@ def evaluate(g: Gaussians, scene, settings, device, logger, step: int, *, lpips_
                "stage_ms": {k: statistics.median(v) for k, v in stages.items()}}
     logger.log({**{f"{prefix}/{k}": v for k, v in mean.items() if v is not None},
                 f"{prefix}/render_ms": latency["render_ms"],
+                **({f"{prefix}/train_seconds": train_seconds} if train_seconds is not None else {}),
                 **{f"{prefix}/stage_ms/{k}": v for k, v in latency["stage_ms"].items()}}, step)
     return {**mean, **latency, "per_view": per_view}
 

@@ -56,8 +56,9 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
                 progress.update(step + 1, **loop_step(run, step, timer, logger, viewer, seconds))
                 done = step + 1
             if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.iterations:
-                with pause(paused, "evaluation", run.device):
-                    evaluate(gaussians(run), run.scene, run.settings, run.device, logger, done, lpips_net=lpips_net)
+                with pause(paused, "evaluation", run.device):  # the clock read after pause's sync: the step's end
+                    evaluate(gaussians(run), run.scene, run.settings, run.device, logger, done, lpips_net=lpips_net,
+                             train_seconds=seconds())
             if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.iterations:
                 with pause(paused, "checkpoints", run.device):
                     save_checkpoint(run_dir, done, payload(run, done, seconds()))
@@ -69,7 +70,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
             run.filter3d.refresh(run.params["means"], force=True)
         save_checkpoint(run_dir, done, payload(run, done, train_seconds))
         saved = done  # what follows (compression, evaluation) changes no checkpoint
-        finished = finish(run, run_dir, logger, lpips_net)
+        finished = finish(run, run_dir, logger, lpips_net, train_seconds)
     except Interrupted as stop:
         progress.close()
         viewer.close()
@@ -240,7 +241,7 @@ def log_step(run: Run, logger, step: int, out, loss, target, step_seconds: float
     return {"loss": loss.item(), "psnr": train_psnr, "num_gaussians": n}
 
 
-def finish(run: Run, run_dir: Path, logger, lpips_net) -> dict:
+def finish(run: Run, run_dir: Path, logger, lpips_net, train_seconds: float) -> dict:
     """Compression, evaluation and PLY after the final checkpoint; the summary's results."""
     cfg, iterations = run.cfg, run.cfg.iterations
     arrays = run.compression.finalize(run.params, run.scene.train_cameras, cfg.model.sh_degree, run.state)
@@ -254,7 +255,7 @@ def finish(run: Run, run_dir: Path, logger, lpips_net) -> dict:
         run.params = {k: v.to(run.device) for k, v in make_params(compressed_format.decode(arrays)).items()}
     evaluated = time.perf_counter()
     result = evaluate(gaussians(run), run.scene, run.settings, run.device, logger, iterations,
-                      lpips_net=lpips_net, renders_dir=run_dir / "renders")
+                      lpips_net=lpips_net, renders_dir=run_dir / "renders", train_seconds=train_seconds)
     evaluated = time.perf_counter() - evaluated
     ply = run_dir / "point_cloud.ply"
     model = to_gaussians({k: v.detach() for k, v in run.params.items()}, cfg.model.sh_degree)
