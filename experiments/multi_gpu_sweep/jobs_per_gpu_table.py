@@ -41,7 +41,8 @@ def main(folder: Path) -> str:
     keys = ["k", "jobs", "wall_s", "cells_per_hour", "train_s", "psnr", "peak_mib", "to_first_step_s", "after_last_step_s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(fmt(r.get(k), 2 if k == "psnr" else 1) for k in keys) + " |" for r in rows]
-    lines += [f"\nk = {r['k']}: {len(r['failed'])} job(s) not ok; the first: {r['failed'][0]}" for r in rows if r["failed"]]
+    lines += [f"\nk = {r['k']}: {len(r['failed'])} job(s) not ok; the first: {r['failed'][0]}"
+              for r in rows if r["failed"]]
     return "\n".join(lines)
 
 

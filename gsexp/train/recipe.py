@@ -228,14 +228,15 @@ def optimizer_step(run: Run, outs: list) -> None:
 
 def log_step(run: Run, logger, step: int, out, loss, target, step_seconds: float, phase_ms, clock) -> dict:
     """Log the step's values; returns what the progress line shows. phase_ms: the newest
-    finished timed step's (on a GPU an earlier log step's: no sync). elapsed_s: the training
-    clock when this step had finished (the PSNR's read waits for it), so that the time between
-    log steps shows what densification or a resolution change cost."""
+    finished timed step's (on a GPU an earlier log step's: no sync). clock(): the training clock,
+    logged as train/elapsed_s once this step has finished (the PSNR's read waits for it), so that
+    the time between log steps shows what densification or a resolution change cost."""
     with torch.no_grad():
         train_psnr = -10 * math.log10(max(((out.image - target) ** 2).mean().item(), 1e-12))
     n = len(run.params["means"])
     logger.log({"train/loss": loss.item(), "train/psnr": train_psnr, "train/num_gaussians": n,
-                "train/step_seconds": step_seconds, "train/elapsed_s": clock(), "train/peak_memory_mb": peak_memory_mb(run.device),
+                "train/step_seconds": step_seconds, "train/elapsed_s": clock(),
+                "train/peak_memory_mb": peak_memory_mb(run.device),
                 **{f"train/stage_ms/{k}": v for k, v in out.stage_ms.items()},
                 **{f"train/phase_ms/{k}": v for k, v in (phase_ms or {}).items()}}, step)
     return {"loss": loss.item(), "psnr": train_psnr, "num_gaussians": n}
