@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from gsexp.train.pairs import MARGIN, PairBudget
+from gsexp.train.pairs import MARGIN, MAX_AHEAD, PairBudget
 
 
 def test_disabled_or_unknown_or_after_densification_the_count_is_read_back():
@@ -36,3 +36,69 @@ def test_settled_overflows_waits_for_counts_still_on_their_way():
     budget.record(torch.tensor([capacity + 5], device="cuda"), capacity)
     with pytest.warns(UserWarning, match="dropped 5"):
         assert budget.settled_overflows() == 1
+
+
+class Stream:
+    """A stand-in for the GPU's stream on the CPU: its renders finish in order."""
+    def __init__(self):
+        self.issued, self.finished = 0, -1
+
+
+class Event:
+    def __init__(self, stream, index):
+        self.stream, self.index = stream, index
+
+    def query(self):
+        return self.index <= self.stream.finished
+
+    def synchronize(self):  # the CPU waits: the GPU has finished up to this render
+        self.stream.finished = max(self.stream.finished, self.index)
+
+
+def queue(budget, stream, counts, capacity):
+    """Renders issued (not finished) with `capacity`, as record() leaves them."""
+    for count in counts:
+        budget.pending.append((torch.tensor([count]), Event(stream, stream.issued), capacity, budget.margin))
+        stream.issued += 1
+
+
+def test_a_run_of_overflows_from_one_stale_capacity_grows_the_margin_once():
+    """A sweep with 3 jobs on one GPU once ran 14 renders ahead on one capacity: each overflow
+    multiplied the margin by 1.5 (to 290x), the buffers and the render time with it."""
+    budget, stream = PairBudget(True), Stream()
+    budget.record(1000, None)
+    capacity = budget.capacity(exact=False)
+    queue(budget, stream, [capacity + 10] * 3, capacity)
+    stream.finished = 2
+    with pytest.warns(UserWarning, match="dropped 10"):
+        assert budget.capacity(exact=False) == int((capacity + 10) * MARGIN * 1.5) + 1024
+    assert budget.overflows == 3 and budget.margin == MARGIN * 1.5
+    queue(budget, stream, [10 * capacity], budget.capacity(exact=False))  # a capacity set after the growth
+    stream.finished = stream.issued - 1
+    with pytest.warns(UserWarning):
+        budget.capacity(exact=False)
+    assert budget.margin == MARGIN * 1.5 ** 2
+
+
+def test_the_cpu_runs_at_most_max_ahead_renders_ahead_of_the_counts():
+    budget, stream = PairBudget(True), Stream()
+    budget.record(1000, None)
+    queue(budget, stream, [900] * (MAX_AHEAD - 1), budget.capacity(exact=False))
+    budget.capacity(exact=False)
+    assert stream.finished == -1 and len(budget.pending) == MAX_AHEAD - 1  # within the bound: no wait
+    queue(budget, stream, [900] * 3, budget.capacity(exact=False))
+    budget.capacity(exact=False)
+    # it waited for the 3 oldest renders only: MAX_AHEAD - 1 stay on their way (the next makes MAX_AHEAD)
+    assert stream.finished == 2 and len(budget.counts) == 1 + 3 and len(budget.pending) == MAX_AHEAD - 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_a_busy_gpu_the_counts_stay_at_most_max_ahead_renders_old():
+    budget = PairBudget(True)
+    budget.record(100, None)
+    for _ in range(3 * MAX_AHEAD):
+        torch.cuda._sleep(2_000_000)  # a GPU slower than the CPU (or shared with other jobs)
+        capacity = budget.capacity(exact=False)
+        assert len(budget.pending) < MAX_AHEAD
+        budget.record(torch.tensor([50], device="cuda"), capacity)
+    assert len(budget.counts) >= 1 + 2 * MAX_AHEAD and budget.settled_overflows() == 0

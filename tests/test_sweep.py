@@ -162,6 +162,9 @@ def test_gpu_sharing_check_from_the_jobs_records(tmp_path):
                                            "(1.63 at a time on average).")
     shared = sweep("shared", [("GPU-a", 0, 10), ("GPU-a", 5, 15)])
     assert "at most 2 ran at once" in gpu_sharing(collect(shared))
+    # shared GPUs slow each job: the speed columns get a warning, the apart sweep none
+    assert "compare speed with jobs_per_gpu=1" in gpu_sharing(collect(shared))
+    assert "jobs_per_gpu" not in gpu_sharing(collect(apart))
     assert gpu_sharing(collect(fake_sweep(tmp_path / "cpu"))) == ""  # no pool jobs: nothing to say
 
 
@@ -297,15 +300,15 @@ def test_jobs_per_gpu_table_reads_each_sweep(tmp_path):
             d.mkdir(parents=True)
             d.joinpath("summary.json").write_text(json.dumps(
                 {"status": "ok", "started": 1000.0 + t, "ended": 1010.0 + t, "train_seconds": 9.0 + int(k),
-                 "psnr": 30.0 + i, "peak_memory_mb": 500.0 * int(k),
+                 "psnr": 30.0 + i, "peak_memory_mb": 500.0 * int(k), "pair_overflows": i * (folder == "k2"),
                  "overhead_s": {"to_first_step": 0.5, "after_last_step": 0.25}}))
     (tmp_path / "k2" / "9_bad").mkdir()
     (tmp_path / "k2" / "9_bad" / "summary.json").write_text(json.dumps({"status": "failed", "error": "boom"}))
     (tmp_path / "k4" / "0_seed=0").mkdir(parents=True)  # every job failed: a row all the same, and its error
     (tmp_path / "k4" / "0_seed=0" / "summary.json").write_text(json.dumps({"status": "failed", "error": "no GPU"}))
     table = jobs_per_gpu_table.main(tmp_path).splitlines()
-    assert table[2] == "| 1 | 4/4 | 40.0 | 360.0 | 10.0 | 31.50 | 500.0 | 0.5 | 0.2 |"
-    assert table[3] == "| 2 | 4/5 | 20.0 | 720.0 | 11.0 | 31.50 | 1,000.0 | 0.5 | 0.2 |"
-    assert table[4] == "| 4 | 0/1 | – | – | – | – | – | – | – |"
-    assert table[5] == "| 2 (MPS) | 4/4 | 15.0 | 960.0 | 11.0 | 31.50 | 1,000.0 | 0.5 | 0.2 |"  # MPS_KS's, last
+    assert table[2] == "| 1 | 4/4 | 40.0 | 360.0 | 10.0 | 31.50 | 500.0 | 0 | 0.5 | 0.2 |"
+    assert table[3] == "| 2 | 4/5 | 20.0 | 720.0 | 11.0 | 31.50 | 1,000.0 | 6 | 0.5 | 0.2 |"  # overflows summed
+    assert table[4] == "| 4 | 0/1 | – | – | – | – | – | – | – | – |"
+    assert table[5] == "| 2 (MPS) | 4/4 | 15.0 | 960.0 | 11.0 | 31.50 | 1,000.0 | 0 | 0.5 | 0.2 |"  # MPS_KS's, last
     assert "k = 2: 1 job(s) not ok; the first: boom" in table and "k = 4: 1 job(s) not ok; the first: no GPU" in table

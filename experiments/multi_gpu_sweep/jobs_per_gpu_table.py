@@ -10,7 +10,9 @@ from pathlib import Path
 
 
 def row(sweep: Path) -> dict:
-    jobs = [json.loads(p.read_text()) for p in sorted(sweep.glob("*/summary.json"))]
+    # a sweep as it ran (<job>/summary.json) or as committed here (job<n>_summary.json)
+    files = sorted(sweep.glob("*/summary.json")) or sorted(sweep.glob("job*_summary.json"))
+    jobs = [json.loads(p.read_text()) for p in files]
     ok = [j for j in jobs if j.get("status") == "ok"]
     k = sweep.name.removeprefix("mps_").removeprefix("k") + (" (MPS)" if sweep.name.startswith("mps_") else "")
     failed = [j.get("error") or j.get("status", "?") for j in jobs if j.get("status") != "ok"]
@@ -25,6 +27,8 @@ def row(sweep: Path) -> dict:
             "cells_per_hour": 3600 * len(ok) / wall if wall else None,
             "train_s": med(lambda j: j["train_seconds"]), "psnr": statistics.mean(j["psnr"] for j in ok),
             "peak_mib": max(j.get("peak_memory_mb") or 0 for j in ok),
+            # renders that dropped pairs (a stale pair capacity: the 2026-12-06c sweeps, fixed since)
+            "overflows": sum(j.get("pair_overflows") or 0 for j in ok),
             "to_first_step_s": med(lambda j: j["overhead_s"]["to_first_step"]),
             "after_last_step_s": med(lambda j: j["overhead_s"]["after_last_step"])}
 
@@ -37,8 +41,8 @@ def main(folder: Path) -> str:
     sweeps = sorted(folder.glob("k*")) + sorted(folder.glob("mps_k*"))  # MPS_KS's sweeps after the plain ones
     rows = [row(d) for d in sweeps if d.is_dir()]
     head = ["k", "jobs ok", "wall s", "cells / hour", "train s (median)", "PSNR (mean)", "peak MiB (max)",
-            "start-up s (median)", "end s (median)"]
-    keys = ["k", "jobs", "wall_s", "cells_per_hour", "train_s", "psnr", "peak_mib", "to_first_step_s", "after_last_step_s"]
+            "pair overflows", "start-up s (median)", "end s (median)"]
+    keys = ["k", "jobs", "wall_s", "cells_per_hour", "train_s", "psnr", "peak_mib", "overflows", "to_first_step_s", "after_last_step_s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(fmt(r.get(k), 2 if k == "psnr" else 1) for k in keys) + " |" for r in rows]
     lines += [f"\nk = {r['k']}: {len(r['failed'])} job(s) not ok; the first: {r['failed'][0]}"

@@ -235,9 +235,12 @@ def gpu_sharing(rows: list[dict]) -> str:
     wall = max(b for _, _, b, _ in jobs) - min(a for _, a, _, _ in jobs)
     busy = sum(b - a for _, a, b, _ in jobs)
     pace = f" ({busy / wall:.2f} at a time on average)" if wall > 0 else ""
+    shared = (" Jobs shared a GPU (hydra.launcher.jobs_per_gpu > 1), so their training and render times "
+              "are slower than alone and not comparable with single-job runs: compare speed with jobs_per_gpu=1."
+              if most > 1 else "")
     return (f"{len(jobs)} pool jobs on {len({g for g, *_ in jobs})} GPU(s); at most {most} ran at once on one "
             f"GPU{smi}. Wall time {wall:.0f} s from the first job's start to the last one's end; the jobs' "
-            f"own times add up to {busy:.0f} s{pace}.")
+            f"own times add up to {busy:.0f} s{pace}.{shared}")
 
 
 def slurm_jobs(rows: list[dict]) -> list[str]:

@@ -5,7 +5,13 @@ The capacity is the largest count of the last WINDOW renders times MARGIN. Count
 through pinned memory and are read once their copy has completed. A step after densification
 changed the number of Gaussians renders with the count read back (exact), as does every step
 until a count is known. A render whose count exceeded its capacity dropped pairs: it is
-counted in `overflows` (summary.json) and warned about, and the margin grows."""
+counted in `overflows` (summary.json) and warned about, and the margin grows.
+
+The CPU may run at most MAX_AHEAD renders ahead of the newest known count: on a GPU shared by
+several jobs (or a slow one) it would otherwise size hundreds of renders from counts that old,
+while the scene grows. Waiting for the render MAX_AHEAD back leaves the GPU that much queued work,
+so it does not idle. The margin grows once per capacity that overflowed, not once per render
+that used it (a run of overflows from one stale capacity once multiplied it by 1.5^14)."""
 from __future__ import annotations
 
 import collections
@@ -15,6 +21,7 @@ import torch
 
 WINDOW = 256   # renders the capacity looks back over (more than a pass over most scenes' views)
 MARGIN = 1.25
+MAX_AHEAD = 4  # renders whose counts may be on their way when the next capacity is set
 
 
 class PairBudget:
@@ -22,12 +29,15 @@ class PairBudget:
         self.enabled = enabled
         self.counts = collections.deque(maxlen=WINDOW)
         self.margin = MARGIN
-        self.pending = []  # (pinned count, event, capacity used)
+        self.pending = []  # (pinned count, event, capacity used, margin it used)
         self.overflows = 0
 
     def capacity(self, exact: bool) -> int | None:
         """The capacity for the next render, or None to read its count back (exact)."""
         self._poll()
+        if len(self.pending) >= MAX_AHEAD:  # too far ahead: wait for the oldest count on its way
+            self.pending[len(self.pending) - MAX_AHEAD][1].synchronize()
+            self._poll()
         if not self.enabled or exact or not self.counts:
             return None
         return int(max(self.counts) * self.margin) + 1024
@@ -40,23 +50,23 @@ class PairBudget:
         host.copy_(num_pairs.reshape(1), non_blocking=True)
         event = torch.cuda.Event()
         event.record()
-        self.pending.append((host, event, capacity))
+        self.pending.append((host, event, capacity, self.margin))
 
     def settled_overflows(self) -> int:
         """`overflows`, counting the renders whose counts are still on their way (waits for them):
         for a summary at the end, not for the loop."""
-        for _, event, _ in self.pending:
+        for _, event, *_ in self.pending:
             event.synchronize()
         self._poll()
         return self.overflows
 
     def _poll(self) -> None:
         while self.pending and self.pending[0][1].query():
-            host, _, capacity = self.pending.pop(0)
+            host, _, capacity, margin = self.pending.pop(0)
             count = int(host.item())  # already in host memory: no sync
             self.counts.append(count)
             if count > capacity:
                 self.overflows += 1
-                self.margin *= 1.5
+                self.margin = max(self.margin, margin * 1.5)
                 warnings.warn(f"a training render had {count} (tile, Gaussian) pairs for a capacity of {capacity}: "
                               f"it dropped {count - capacity}; the margin is now {self.margin:.2f}")
