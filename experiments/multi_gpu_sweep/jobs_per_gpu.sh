@@ -22,12 +22,12 @@ sweep() {
   log "$1: jobs_per_gpu=$2 rc=$? ($(( $(date +%s) - s )) s wall)"
 }
 SKIP_MAIN=1 bash experiments/peers/session.sh install   # lego unpacked, gsexp built
-# first (~1.5 min): a 3-job pool sweep (if the pool fails on this GPU, say so instead of timing
+# first (~1.5 min): a 3-job pool sweep and the pair budget (if either fails on this GPU, say so instead of timing
 # failures) and a GPU run's resume (logged only)
-if ! python -m pytest -q tests/test_cuda_sweep.py > $J/gpu_tests.log 2>&1; then
-  log "test_cuda_sweep failed: $(tail -1 $J/gpu_tests.log)"; log "jobs per gpu done"; exit 1
+if ! python -m pytest -q tests/test_cuda_sweep.py tests/test_pairs.py > $J/gpu_tests.log 2>&1; then
+  log "test_cuda_sweep / test_pairs failed: $(tail -1 $J/gpu_tests.log)"; log "jobs per gpu done"; exit 1
 fi
-log "test_cuda_sweep: $(tail -1 $J/gpu_tests.log)"
+log "test_cuda_sweep + test_pairs: $(tail -1 $J/gpu_tests.log)"
 if [ "${RESUME_TEST:-1}" = 1 ]; then   # RESUME_TEST=0 when the session's GPU time is short
   python -m pytest -q tests/test_cuda_resume.py > $J/gpu_tests_resume.log 2>&1
   log "test_cuda_resume: $(tail -1 $J/gpu_tests_resume.log)"

@@ -85,6 +85,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
     timer.read()
     trained = {"device": run.device.type if run.device.type == "cpu" else torch.cuda.get_device_name(run.device),
                "train_seconds": train_seconds, "paused_s": paused, "phase_ms": timer.medians(),
+               "phase_ms_mean": timer.means(),
                "peak_memory_mb": peak_memory_mb(run.device),
                "pair_overflows": run.pairs.settled_overflows(),
                **{k: v for extra in run.per_view().values() for k, v in extra.summary().items()}}
