@@ -48,7 +48,7 @@ class PairBudget:
             return
         host = torch.empty(1, dtype=torch.int64, pin_memory=True)
         host.copy_(num_pairs.reshape(1), non_blocking=True)
-        event = torch.cuda.Event()
+        event = torch.cuda.Event(blocking=True)  # a wait for it sleeps instead of spinning a core
         event.record()
         self.pending.append((host, event, capacity, self.margin))
 
