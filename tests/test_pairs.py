@@ -102,3 +102,20 @@ def test_on_a_busy_gpu_the_counts_stay_at_most_max_ahead_renders_old():
         assert len(budget.pending) < MAX_AHEAD
         budget.record(torch.tensor([50], device="cuda"), capacity)
     assert len(budget.counts) >= 1 + 2 * MAX_AHEAD and budget.settled_overflows() == 0
+
+
+def test_the_host_time_of_a_step_leaves_out_its_waits_for_the_gpu():
+    """PhaseTimer's host_ms: the host's time to issue a timed step, less what it spent waiting
+    (the pair budget's waits), so that a step bound by the host's launches shows as such."""
+    import time
+
+    from gsexp.train.phases import PhaseTimer
+
+    timer = PhaseTimer(torch.device("cpu"))
+    timer.begin(False)
+    timer.end()
+    assert timer.host == []  # only timed steps count
+    timer.begin(True)
+    time.sleep(0.06)
+    timer.end(waited_s=0.05)
+    assert 10 <= timer.host[0] < 50 and timer.host_ms()["median"] == timer.host[0]

@@ -166,14 +166,16 @@ def test_time_split_finds_where_the_training_time_went(tmp_path):
     import subprocess
     import sys
 
-    lines = [{"step": s, "train/elapsed_s": s * 0.001 + max(0, s - 500) * 0.001, "train/num_gaussians": 100 + s}
+    lines = [{"step": s, "train/elapsed_s": s * 0.001 + max(0, s - 500) * 0.001, "train/num_gaussians": 100 + s,
+              "train/phase_ms/render": 0.25, "train/phase_ms/backward": 0.5, "train/host_ms": 0.5 + s / 1000}
              for s in range(0, 1001, 100)]
     lines.insert(3, {"step": 250, "eval/psnr": 20.0})  # other rows are skipped
     (tmp_path / "metrics.jsonl").write_text("\n".join(map(json.dumps, lines)))
     script = REPO / "experiments/fast_recipes/time_split.py"
     done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "| 0-100 | 0.10 | 1.000 | 200 |" in done.stdout and "| 900-1000 | 0.20 | 2.000 | 1,100 |" in done.stdout
+    assert "| 0-100 | 0.10 | 1.000 | 0.750 | 0.600 | 200 |" in done.stdout  # the GPU's phases summed, the host's
+    assert "| 900-1000 | 0.20 | 2.000 | 0.750 | 1.500 | 1,100 |" in done.stdout
     assert "| all | 1.50 |" in done.stdout
     bad = subprocess.run([sys.executable, str(script), str(tmp_path / "nothing")], capture_output=True, text=True)
     assert bad.returncode == 1 and "no such file" in bad.stderr and "Traceback" not in bad.stderr

@@ -107,6 +107,7 @@ def test_single_run_writes_the_run_dir(tmp_path):
     assert set(summary["phase_ms"]) == set(phases) and all(v >= 0 for v in summary["phase_ms"].values())
     assert summary["phase_ms"]["render"] > 0 and summary["phase_ms"]["backward"] > 0
     assert set(summary["phase_ms_mean"]) == set(phases) and summary["phase_ms_mean"]["backward"] > 0
+    assert all(x["train/host_ms"] > 0 for x in logged) and summary["host_ms"]["median"] > 0  # the host's issue time
     # per-job overhead from the process's start (imports count) to the first step, and after the last
     over = summary["overhead_s"]
     assert 0.5 < over["to_first_step"] < time.time() - proc_started and 0 < over["after_last_step"] < 120

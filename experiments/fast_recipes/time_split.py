@@ -1,6 +1,7 @@
 """Where a run's training time goes, from its metrics.jsonl (`train/elapsed_s`, the training
 clock at each log step): per tenth of the steps, the seconds, ms a step and the Gaussians at its
-end. A recipe whose train_seconds exceed steps x its median phase times (lego_turbo's by ~4 s)
+end, and from its timed steps the GPU's phases (summed) and the host's time to issue a step: where
+the host's nears the step's ms, the step is bound by its launches, not by its pixels or Gaussians. A recipe whose train_seconds exceed steps x its median phase times (lego_turbo's by ~4 s)
 shows here whether the excess sits in the refine window, at a resolution change or at full size.
 
     python experiments/fast_recipes/time_split.py <run dir or metrics.jsonl> [...]
@@ -28,18 +29,28 @@ def rows(path: Path, parts: int = 10) -> list[dict]:
         if end["step"] <= start["step"]:
             continue
         seconds = end["train/elapsed_s"] - start["train/elapsed_s"]
+        span = [r for r in logged if start["step"] < r["step"] <= end["step"]]
+        gpu = [sum(v for k, v in r.items() if k.startswith("train/phase_ms/")) for r in span
+               if any(k.startswith("train/phase_ms/") for k in r)]
+        host = [r["train/host_ms"] for r in span if "train/host_ms" in r]  # written since 2026-12-06c
         out.append({"steps": f"{start['step']}-{end['step']}", "seconds": seconds,
                     "ms_per_step": 1000 * seconds / (end["step"] - start["step"]),
+                    "gpu_ms": sum(gpu) / len(gpu) if gpu else None, "host_ms": sum(host) / len(host) if host else None,
                     "gaussians": end["train/num_gaussians"]})
         start = end
     return out
 
 
 def table(path: Path) -> str:
-    lines = [f"{path}", "| steps | s | ms / step | Gaussians at the end |", "|---|---:|---:|---:|"]
+    def ms(v):
+        return "–" if v is None else f"{v:.3f}"
+
+    lines = [f"{path}", "| steps | s | ms / step | GPU phases ms | host ms | Gaussians at the end |",
+             "|---|---:|---:|---:|---:|---:|"]
     split = rows(path)
-    lines += [f"| {r['steps']} | {r['seconds']:.2f} | {r['ms_per_step']:.3f} | {r['gaussians']:,} |" for r in split]
-    lines.append(f"| all | {sum(r['seconds'] for r in split):.2f} | | |")
+    lines += [f"| {r['steps']} | {r['seconds']:.2f} | {r['ms_per_step']:.3f} | {ms(r['gpu_ms'])} | {ms(r['host_ms'])} "
+              f"| {r['gaussians']:,} |" for r in split]
+    lines.append(f"| all | {sum(r['seconds'] for r in split):.2f} | | | | |")
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ that used it (a run of overflows from one stale capacity once multiplied it by 1
 from __future__ import annotations
 
 import collections
+import time
 import warnings
 
 import torch
@@ -31,12 +32,15 @@ class PairBudget:
         self.margin = MARGIN
         self.pending = []  # (pinned count, event, capacity used, margin it used)
         self.overflows = 0
+        self.waited_s = 0.0  # the host's time waiting for counts (MAX_AHEAD), for PhaseTimer's host_ms
 
     def capacity(self, exact: bool) -> int | None:
         """The capacity for the next render, or None to read its count back (exact)."""
         self._poll()
         if len(self.pending) >= MAX_AHEAD:  # too far ahead: wait for the oldest count on its way
+            start = time.perf_counter()
             self.pending[len(self.pending) - MAX_AHEAD][1].synchronize()
+            self.waited_s += time.perf_counter() - start
             self._poll()
         if not self.enabled or exact or not self.counts:
             return None

@@ -2,7 +2,9 @@
 
 On a GPU each timed step records CUDA events between phases; they are read when a later
 timed step asks (by then they have completed), so measuring never blocks the CPU. On a CPU
-the phases are wall time."""
+the phases are wall time. Beside them, the host's time to issue a timed step (`host_ms`, less
+its waits for the GPU): where it nears the phases' sum, the step is bound by the host's launches,
+and a smaller step (fewer pixels or Gaussians) does not run faster."""
 from __future__ import annotations
 
 import statistics
@@ -20,6 +22,8 @@ class PhaseTimer:
         self.marks: list = []     # (phase, event or time) of the step being timed
         self.pending: list = []   # finished steps' marks, not read yet
         self.history: dict[str, list[float]] = {p: [] for p in PHASES}
+        self.host: list[float] = []  # ms the host took to issue each timed step, less its waits
+        self.host_start = 0.0
 
     def _now(self):
         if not self.cuda:
@@ -32,15 +36,18 @@ class PhaseTimer:
         """Start a step; only an active one is timed."""
         self.active = active
         self.marks = [("", self._now())] if active else []
+        self.host_start = time.perf_counter()
 
     def mark(self, phase: str) -> None:
         """The time since the last mark belongs to `phase` (phases may recur: they add up)."""
         if self.active:
             self.marks.append((phase, self._now()))
 
-    def end(self) -> None:
+    def end(self, waited_s: float = 0.0) -> None:
+        """waited_s: what of the step the host spent waiting for the GPU (not issuing work)."""
         if self.active:
             self.pending.append(self.marks)
+            self.host.append((time.perf_counter() - self.host_start - waited_s) * 1e3)
         self.active, self.marks = False, []
 
     def read(self) -> dict[str, float] | None:
@@ -59,6 +66,9 @@ class PhaseTimer:
 
     def medians(self) -> dict[str, float]:
         return {p: statistics.median(v) for p, v in self.history.items() if v}
+
+    def host_ms(self) -> dict[str, float]:
+        return {"median": statistics.median(self.host), "mean": statistics.fmean(self.host)} if self.host else {}
 
     def means(self) -> dict[str, float]:
         """Steps x these approximate the loop's time where the step changes over the run (a

@@ -85,7 +85,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
     timer.read()
     trained = {"device": run.device.type if run.device.type == "cpu" else torch.cuda.get_device_name(run.device),
                "train_seconds": train_seconds, "paused_s": paused, "phase_ms": timer.medians(),
-               "phase_ms_mean": timer.means(),
+               "phase_ms_mean": timer.means(), "host_ms": timer.host_ms(),
                "peak_memory_mb": peak_memory_mb(run.device),
                "pair_overflows": run.pairs.settled_overflows(),
                **{k: v for extra in run.per_view().values() for k, v in extra.summary().items()}}
@@ -111,11 +111,12 @@ def loop_step(run: Run, step: int, timer: PhaseTimer, logger, viewer, clock) -> 
     clock(): the training clock (seconds, as summary.json's train_seconds)."""
     step_start = time.perf_counter()
     log = step % max(run.cfg.log_every, 1) == 0 or step == run.cfg.iterations - 1
+    waited = run.pairs.waited_s
     timer.begin(log)
     out, loss, target = train_step(run, step, timer)
-    timer.end()
+    timer.end(waited_s=run.pairs.waited_s - waited)
     shown = log_step(run, logger, step, out, loss, target, time.perf_counter() - step_start, timer.read(),
-                     clock) if log else {}
+                     clock, timer.host[-1]) if log else {}
     viewer.step(step + 1)  # without a browser connected: one flag read
     return shown
 
@@ -227,9 +228,11 @@ def optimizer_step(run: Run, outs: list) -> None:
             extra.step()
 
 
-def log_step(run: Run, logger, step: int, out, loss, target, step_seconds: float, phase_ms, clock) -> dict:
+def log_step(run: Run, logger, step: int, out, loss, target, step_seconds: float, phase_ms, clock,
+             host_ms: float | None = None) -> dict:
     """Log the step's values; returns what the progress line shows. phase_ms: the newest
-    finished timed step's (on a GPU an earlier log step's: no sync). clock(): the training clock,
+    finished timed step's (on a GPU an earlier log step's: no sync); host_ms: the host's time to
+    issue this step (PhaseTimer). clock(): the training clock,
     logged as train/elapsed_s once this step has finished (the PSNR's read waits for it), so that
     the time between log steps shows what densification or a resolution change cost."""
     with torch.no_grad():
@@ -239,7 +242,8 @@ def log_step(run: Run, logger, step: int, out, loss, target, step_seconds: float
                 "train/step_seconds": step_seconds, "train/elapsed_s": clock(),
                 "train/peak_memory_mb": peak_memory_mb(run.device),
                 **{f"train/stage_ms/{k}": v for k, v in out.stage_ms.items()},
-                **{f"train/phase_ms/{k}": v for k, v in (phase_ms or {}).items()}}, step)
+                **{f"train/phase_ms/{k}": v for k, v in (phase_ms or {}).items()},
+                **({"train/host_ms": host_ms} if host_ms is not None else {})}, step)
     return {"loss": loss.item(), "psnr": train_psnr, "num_gaussians": n}
 
 
