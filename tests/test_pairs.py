@@ -63,8 +63,9 @@ def queue(budget, stream, counts, capacity):
 
 
 def test_a_run_of_overflows_from_one_stale_capacity_grows_the_margin_once():
-    """A sweep with 3 jobs on one GPU once ran 14 renders ahead on one capacity: each overflow
-    multiplied the margin by 1.5 (to 290x), the buffers and the render time with it."""
+    """A sweep with 3 jobs on one GPU once overflowed up to seven renders in a row on one stale
+    capacity: each overflow multiplied the margin by 1.5 (a job's 14 took it from 1.25 to 365), the
+    buffers and the render time with it."""
     budget, stream = PairBudget(True), Stream()
     budget.record(1000, None)
     capacity = budget.capacity(exact=False)

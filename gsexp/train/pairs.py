@@ -11,7 +11,7 @@ The CPU may run at most MAX_AHEAD renders ahead of the newest known count: on a 
 several jobs (or a slow one) it would otherwise size hundreds of renders from counts that old,
 while the scene grows. Waiting for the render MAX_AHEAD back leaves the GPU that much queued work,
 so it does not idle. The margin grows once per capacity that overflowed, not once per render
-that used it (a run of overflows from one stale capacity once multiplied it by 1.5^14)."""
+that used it (runs of overflows from stale capacities once took it from 1.25 to 365)."""
 from __future__ import annotations
 
 import collections
