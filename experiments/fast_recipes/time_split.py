@@ -1,8 +1,9 @@
 """Where a run's training time goes, from its metrics.jsonl (`train/elapsed_s`, the training
 clock at each log step): per tenth of the steps, the seconds, ms a step and the Gaussians at its
 end, and from its timed steps the GPU's phases (summed) and the host's time to issue a step: where
-the host's nears the step's ms, the step is bound by its launches, not by its pixels or Gaussians. A recipe whose train_seconds exceed steps x its median phase times (lego_turbo's by ~4 s)
-shows here whether the excess sits in the refine window, at a resolution change or at full size.
+the host's nears the step's ms, the step is bound by its launches, not by its pixels or Gaussians.
+A recipe whose train_seconds exceed steps x its median phase times (lego_turbo's by ~4 s) shows
+here whether the excess sits in the refine window, at a resolution change or at full size.
 
     python experiments/fast_recipes/time_split.py <run dir or metrics.jsonl> [...]
 """

@@ -39,7 +39,7 @@ class PairBudget:
         self._poll()
         if len(self.pending) >= MAX_AHEAD:  # too far ahead: wait for the oldest count on its way
             start = time.perf_counter()
-            self.pending[len(self.pending) - MAX_AHEAD][1].synchronize()
+            self.pending[-MAX_AHEAD][1].synchronize()
             self.waited_s += time.perf_counter() - start
             self._poll()
         if not self.enabled or exact or not self.counts:

@@ -3,8 +3,9 @@
 On a GPU each timed step records CUDA events between phases; they are read when a later
 timed step asks (by then they have completed), so measuring never blocks the CPU. On a CPU
 the phases are wall time. Beside them, the host's time to issue a timed step (`host_ms`, less
-its waits for the GPU): where it nears the phases' sum, the step is bound by the host's launches,
-and a smaller step (fewer pixels or Gaussians) does not run faster."""
+its waits for pair counts; a sync elsewhere in the step, such as an exact count after a refine,
+still counts): where it nears the phases' sum, the step is bound by the host's launches, and a
+smaller step (fewer pixels or Gaussians) does not run faster."""
 from __future__ import annotations
 
 import statistics
@@ -44,7 +45,7 @@ class PhaseTimer:
             self.marks.append((phase, self._now()))
 
     def end(self, waited_s: float = 0.0) -> None:
-        """waited_s: what of the step the host spent waiting for the GPU (not issuing work)."""
+        """waited_s: what of the step the host spent waiting for pair counts (not issuing work)."""
         if self.active:
             self.pending.append(self.marks)
             self.host.append((time.perf_counter() - self.host_start - waited_s) * 1e3)
