@@ -25,6 +25,7 @@ def test_counts_come_back_without_a_sync_and_overflows_are_counted():
     with pytest.warns(UserWarning, match="dropped 5"):
         budget.capacity(exact=False)
     assert budget.overflows == 1 and max(budget.counts) == capacity + 5
+    assert budget.padding() == capacity / (capacity + 5)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -91,6 +92,7 @@ def test_the_cpu_runs_at_most_max_ahead_renders_ahead_of_the_counts():
     budget.capacity(exact=False)
     # it waited for the 3 oldest renders only: MAX_AHEAD - 1 stay on their way (the next makes MAX_AHEAD)
     assert stream.finished == 2 and len(budget.counts) == 1 + 3 and len(budget.pending) == MAX_AHEAD - 1
+    assert budget.padding() == (int(1000 * MARGIN) + 1024) / 900  # the exact first count is left out
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

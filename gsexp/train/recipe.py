@@ -87,7 +87,7 @@ def train(cfg: DictConfig, run_dir: Path, logger, overrides: list[str], inputs: 
                "train_seconds": train_seconds, "paused_s": paused, "phase_ms": timer.medians(),
                "phase_ms_mean": timer.means(), "host_ms": timer.host_ms(),
                "peak_memory_mb": peak_memory_mb(run.device),
-               "pair_overflows": run.pairs.settled_overflows(),
+               "pair_overflows": run.pairs.settled_overflows(), "pair_padding": run.pairs.padding(),
                **{k: v for extra in run.per_view().values() for k, v in extra.summary().items()}}
     return {**finished, **trained, "attempts": run.attempts, "error": None,
             "overrides": list(overrides), "status": "ok", "loop_started": loop_started, "loop_ended": loop_ended,
