@@ -122,3 +122,14 @@ def test_the_host_time_of_a_step_leaves_out_its_waits_for_the_gpu():
     time.sleep(0.06)
     timer.end(waited_s=0.05)
     assert 10 <= timer.host[0] < 50 and timer.host_ms()["median"] == timer.host[0]
+
+
+def test_timed_steps_miss_the_strategies_refine_steps():
+    """The phase and host times sample the step before each log step: with lego_fast's log_every
+    = 100 none of them is a refine (every 100 steps) or the step after one (an exact pair count)."""
+    from gsexp.train.recipe import is_timed
+
+    timed = [s for s in range(30_000) if is_timed(s, 100, 30_000)]
+    assert len(timed) == 301 and timed[:3] == [0, 99, 199] and timed[-1] == 29_999
+    assert not any(s % 100 in (0, 1) for s in timed[1:])
+    assert all(is_timed(s, 1, 5) for s in range(5)) and [s for s in range(5) if is_timed(s, 10, 5)] == [0, 4]

@@ -162,6 +162,9 @@ def test_gpu_sharing_check_from_the_jobs_records(tmp_path):
                                            "(1.63 at a time on average).")
     shared = sweep("shared", [("GPU-a", 0, 10), ("GPU-a", 5, 15)])
     assert "at most 2 ran at once" in gpu_sharing(collect(shared))
+    # two slots: the middle job overlaps two that ran one after the other, never three at once
+    slots = sweep("slots", [("GPU-a", 0, 10), ("GPU-a", 5, 15), ("GPU-a", 12, 20)])
+    assert "at most 2 ran at once" in gpu_sharing(collect(slots))
     # shared GPUs slow each job: the speed columns get a warning, the apart sweep none
     assert "compare speed with jobs_per_gpu=1" in gpu_sharing(collect(shared))
     assert "jobs_per_gpu" not in gpu_sharing(collect(apart))

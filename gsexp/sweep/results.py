@@ -228,7 +228,9 @@ def gpu_sharing(rows: list[dict]) -> str:
             for r in rows if r.get("gpu") is not None and r.get("started") is not None]
     if not jobs:
         return ""
-    most = max(sum(1 for g, a, b, _ in jobs if g == gpu and a < end and start < b) for gpu, start, end, _ in jobs)
+    # the most running at one instant: the count peaks at some job's start (not the jobs that overlap
+    # one job, which counts two that ran one after the other beside it)
+    most = max(sum(1 for g, a, b, _ in jobs if g == gpu and a <= start < b) for gpu, start, _, _ in jobs)
     seen = [js for _, _, _, js in jobs if js is not None]
     own = sum(js == g for (g, _, _, js) in jobs if js is not None)
     smi = f"; nvidia-smi saw {own} of {len(seen)} jobs on their claimed GPU only" if seen else ""

@@ -110,15 +110,24 @@ def loop_step(run: Run, step: int, timer: PhaseTimer, logger, viewer, clock) -> 
     steps (then returns what the progress line shows, else {}), the live viewer's turn.
     clock(): the training clock (seconds, as summary.json's train_seconds)."""
     step_start = time.perf_counter()
-    log = step % max(run.cfg.log_every, 1) == 0 or step == run.cfg.iterations - 1
+    every = max(run.cfg.log_every, 1)
+    log = step % every == 0 or step == run.cfg.iterations - 1
     waited = run.pairs.waited_s
-    timer.begin(log)
+    timer.begin(is_timed(step, every, run.cfg.iterations))
     out, loss, target = train_step(run, step, timer)
     timer.end(waited_s=run.pairs.waited_s - waited)
     shown = log_step(run, logger, step, out, loss, target, time.perf_counter() - step_start, timer.read(),
-                     clock, timer.host[-1]) if log else {}
+                     clock, timer.host[-1] if timer.host else None) if log else {}
     viewer.step(step + 1)  # without a browser connected: one flag read
     return shown
+
+
+def is_timed(step: int, log_every: int, iterations: int) -> bool:
+    """Whether PhaseTimer times `step`: the step before each log step, and the first and last.
+    Log steps fall on the multiples of 100 where the strategies refine, reset opacities and raise
+    the SH degree; timing them sampled refine steps as if typical (in lego_fast's refine window
+    every timed step was one)."""
+    return step % log_every == log_every - 1 or step == 0 or step == iterations - 1
 
 
 def train_step(run: Run, step: int, timer: PhaseTimer):
@@ -231,8 +240,8 @@ def optimizer_step(run: Run, outs: list) -> None:
 def log_step(run: Run, logger, step: int, out, loss, target, step_seconds: float, phase_ms, clock,
              host_ms: float | None = None) -> dict:
     """Log the step's values; returns what the progress line shows. phase_ms: the newest
-    finished timed step's (on a GPU an earlier log step's: no sync); host_ms: the host's time to
-    issue this step (PhaseTimer). clock(): the training clock,
+    finished timed step's (on a GPU an earlier one's: no sync); host_ms: the host's time to issue
+    the newest timed step (PhaseTimer). clock(): the training clock,
     logged as train/elapsed_s once this step has finished (the PSNR's read waits for it), so that
     the time between log steps shows what densification or a resolution change cost."""
     with torch.no_grad():
