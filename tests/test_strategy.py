@@ -85,6 +85,35 @@ def test_remove_drops_rows():
     optimizer_step_runs(params, opts)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_remove_and_split_ask_the_gpu_for_their_counts_once_each():
+    """A refine's surgery edits ~30 tensors; boolean indexing would sync once per tensor, and each
+    sync drains the GPU's queue (lego_turbo's refine steps took 15-29 ms of host time)."""
+    import warnings
+
+    g, _ = random_scene(0, n=1000, sh_degree=SH)
+    params = {k: torch.nn.Parameter(v.detach().cuda()) for k, v in make_params(g).items()}
+    opts = make_optimizers(params, extent=1.0)
+    sum(p.square().sum() for p in params.values()).backward()
+    for opt in opts.values():
+        opt.step()
+    state = {"grad2d": torch.rand(1000, device="cuda"), "count": torch.ones(1000, device="cuda")}
+    for edit, expected in ((lambda m: surgery.remove(params, opts, m, state), 1),
+                           (lambda m: surgery.split(params, opts, m, state=state), 2)):
+        mask = torch.rand(len(params["means"]), device="cuda") < 0.3
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                edit(mask)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        syncs = [w for w in caught if "synchroniz" in str(w.message)]
+        assert len(syncs) == expected, [str(w.message) for w in syncs]
+    assert_aligned(params, opts)
+
+
 def test_surgery_on_fresh_optimizer():
     params, opts, _, _ = setup(step=False)
     surgery.duplicate(params, opts, torch.arange(100) < 10)

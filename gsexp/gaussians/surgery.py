@@ -60,6 +60,12 @@ def _edit(params: dict, optimizers: dict, values: Callable[[str, torch.Tensor], 
                     state[key] = (state_rows or rows)(v)
 
 
+def _rows_kept(mask: torch.Tensor) -> torch.Tensor:
+    """The unmasked rows' indices. Found once: indexing each of the ~30 tensors an edit touches
+    with the boolean mask would ask the GPU for the count each time (a host sync apiece)."""
+    return (~mask).nonzero().squeeze(1)
+
+
 def _zeros(v: torch.Tensor, n: int) -> torch.Tensor:
     return v.new_zeros((n, *v.shape[1:]))
 
@@ -75,7 +81,7 @@ def duplicate(params: dict, optimizers: dict, mask: torch.Tensor, state: dict | 
 
 def remove(params: dict, optimizers: dict, mask: torch.Tensor, state: dict | None = None) -> None:
     """Drop every masked Gaussian."""
-    keep = ~mask
+    keep = _rows_kept(mask)
     _edit(params, optimizers, lambda _, p: p[keep], lambda v: v[keep], state)
 
 
@@ -89,7 +95,7 @@ def split(params: dict, optimizers: dict, mask: torch.Tensor, n: int = 2, state:
     """
     idx = mask.nonzero().squeeze(1)
     m = idx.numel()
-    keep = ~mask
+    keep = _rows_kept(mask)
     scales = params["log_scales"][idx].detach().exp()
     rot = quat_to_rotmat(params["quats"][idx].detach())
     eps = torch.randn((n, m, 3), generator=generator, device=scales.device, dtype=scales.dtype)
