@@ -154,14 +154,19 @@ class DefaultStrategy(Strategy):
         small = params["log_scales"].max(dim=1).values <= math.log(self.percent_dense * self.scene_extent)
         high = self.to_refine(params, state, grads, small, step)
         clone, split = high & small, high & ~small
+        # The counts come from the changes in N, which the host knows: no sync of their own.
+        n0 = len(params["means"])
         surgery.duplicate(params, optimizers, clone, state)
-        split = torch.cat([split, split.new_zeros(int(clone.sum()))])  # clones are not split
+        n1 = len(params["means"])
+        split = torch.cat([split, split.new_zeros(n1 - n0)])  # clones are not split
         surgery.split(params, optimizers, split, n=self.split_n, state=state)
+        n2 = len(params["means"])
 
         prune = self.to_prune(params, state, step)
         surgery.remove(params, optimizers, prune, state)
 
-        state.update(n_cloned=int(clone.sum()), n_split=int(split.sum()), n_pruned=int(prune.sum()))
+        n_split = (n2 - n1) // (self.split_n - 1) if self.split_n > 1 else int(split.sum())
+        state.update(n_cloned=n1 - n0, n_split=n_split, n_pruned=n2 - len(params["means"]))
         for key in self.STATS:
             state[key].zero_()
 
