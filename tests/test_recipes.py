@@ -179,3 +179,21 @@ def test_time_split_finds_where_the_training_time_went(tmp_path):
     assert "| all | 1.50 |" in done.stdout
     bad = subprocess.run([sys.executable, str(script), str(tmp_path / "nothing")], capture_output=True, text=True)
     assert bad.returncode == 1 and "no such file" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_host_profile_times_and_profiles_steps_at_each_level(tmp_path):
+    """experiments/fast_recipes/host_profile.py: per chosen step, the host's time per step against
+    the step's, at that step's training size (on the CPU both are the same work, and no launches)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "profile.json"
+    done = subprocess.run([sys.executable, str(REPO / "experiments/fast_recipes/host_profile.py"), *TINY,
+                           "schedule.resolution=manual", "schedule.downscales=[2,1]", "schedule.steps=[0,3000]",
+                           "--at", "10", "20000", "--steps", "2", "--out", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())
+    assert [(r["at"], r["size"]) for r in rows] == [(10, "16x16"), (20000, "32x32")]
+    assert all(r["host_ms"] > 0 and r["step_ms"] > 0 and r["top_host_ops"] for r in rows)
+    assert "| 20000 | 32x32 |" in done.stdout

@@ -15,6 +15,8 @@
 #             N thousand steps [with a budget of M x the initial Gaussians], e.g. turbo17k, turbo15k_b2.5
 #   batch2, batch4  lego_fast with batch_size=k and 30000/k steps (as many views; issue 41): whether k
 #             views a step train faster per view, and what it costs in quality (not in RECIPES by default)
+#   hostprof  no training: experiments/fast_recipes/host_profile.py on lego_turbo at steps 100, 5500
+#             and 16000 (1/4, 1/2, full size): the host's time per step against the step's, launches
 #   fastgs    + strategy=fastgs (FastGS's multi-view scores gate densification and steer pruning)
 #   fastgs100, fastgs_nocap, fastgs_3dgsrule  fastgs refining every 100 steps (3DGS's) / without the
 #             0.8 opacity cap / with 3DGS's clone-split rule (percent_dense 0.01, splits by the plain
@@ -42,6 +44,10 @@ for seed in $SEEDS; do for r in $RECIPES; do
     turbo_free) args="experiment=lego_turbo strategy.options.follow_resolution=false" ;;  # no primitive schedule
     turbo[0-9]*k*) n=${r#turbo}; args="experiment=lego_turbo iterations=${n%%k*}000"
       [[ $r == *_b* ]] && args="$args strategy.options.budget_multiple=${r##*_b}" ;;
+    hostprof)  # not a training: is lego_turbo's step bound by the host at 1/4 size, at 1/2, at full size?
+      python experiments/fast_recipes/host_profile.py experiment=lego_turbo data.path=/tmp/lego --at 100 5500 16000 \
+        --out $out.json > $out.log 2>&1; log "hostprof rc=$?: $(grep -A4 '^| from step' $out.log | tail -3 | tr '\n' ' ')"
+      continue ;;
     batch2) args="experiment=lego_fast batch_size=2 iterations=15000" ;;
     batch4) args="experiment=lego_fast batch_size=4 iterations=7500" ;;
     *) log "unknown recipe $r"; continue ;;
