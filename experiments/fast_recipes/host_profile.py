@@ -27,28 +27,27 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 from gsexp.config import validate  # noqa: E402
 from gsexp.train import recipe  # noqa: E402
+from gsexp.train.evaluate import synced_clock  # noqa: E402
 from gsexp.train.phases import PhaseTimer  # noqa: E402
 from gsexp.train.setup import setup  # noqa: E402
 
 LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx")
 
 
-def sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def timed(run, timer, first: int, steps: int, wait_each: bool) -> float:
-    """ms per step over `steps` steps from `first`; wait_each: wait for the GPU after each."""
-    sync(run.device)
-    start = time.perf_counter()
+    """ms per step over `steps` steps from `first`. wait_each: the GPU waited for after each step
+    (the step's time); else the host's time to issue them, less its waits for pair counts (the
+    pair budget keeps the host at most a few renders ahead, so a GPU-bound step would otherwise
+    look host-bound)."""
+    waited = run.pairs.waited_s
+    start = synced_clock(run.device)
     for step in range(first, first + steps):
         recipe.train_step(run, step, timer)
         if wait_each:
-            sync(run.device)
-    issued = time.perf_counter() - start
-    sync(run.device)
-    return 1e3 * (issued if not wait_each else time.perf_counter() - start) / steps
+            synced_clock(run.device)
+    issued = time.perf_counter() - start - (run.pairs.waited_s - waited)
+    finished = synced_clock(run.device) - start
+    return 1e3 * (finished if wait_each else issued) / steps
 
 
 def profile(run, timer, first: int, steps: int) -> dict:
@@ -58,7 +57,7 @@ def profile(run, timer, first: int, steps: int) -> dict:
     with torch.profiler.profile(activities=activities) as prof:
         for step in range(first, first + steps):
             recipe.train_step(run, step, timer)
-        sync(run.device)
+        synced_clock(run.device)
     events = prof.key_averages()
     launches = sum(e.count for e in events if e.key in LAUNCHES)
     top = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:20]

@@ -33,7 +33,7 @@ class PairBudget:
         self.pending = []  # (pinned count, event, capacity used, margin it used)
         self.overflows = 0
         self.waited_s = 0.0  # the host's time waiting for counts (MAX_AHEAD), for PhaseTimer's host_ms
-        self.slots = [0, 0]  # capacities and counts summed over the renders that used a capacity
+        self.slots = self.pairs = 0  # capacities and counts summed over the renders that used a capacity
 
     def capacity(self, exact: bool) -> int | None:
         """The capacity for the next render, or None to read its count back (exact)."""
@@ -68,15 +68,15 @@ class PairBudget:
     def padding(self) -> float | None:
         """Buffer slots per pair over the renders that used a capacity: the sort, the key fill
         and the tile ranges run over every slot, so this is their work against an exact count's."""
-        return self.slots[0] / self.slots[1] if self.slots[1] else None
+        return self.slots / self.pairs if self.pairs else None
 
     def _poll(self) -> None:
         while self.pending and self.pending[0][1].query():
             host, _, capacity, margin = self.pending.pop(0)
             count = int(host.item())  # already in host memory: no sync
             self.counts.append(count)
-            self.slots[0] += capacity
-            self.slots[1] += count
+            self.slots += capacity
+            self.pairs += count
             if count > capacity:
                 self.overflows += 1
                 self.margin = max(self.margin, margin * 1.5)
