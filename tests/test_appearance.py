@@ -5,8 +5,9 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from gsexp.train.appearance import AffineAppearance, BilateralGridAppearance, make_appearance
+from gsexp.train.appearance import LUMA, AffineAppearance, BilateralGridAppearance, make_appearance, transform
 from test_train_run import TINY, run_train
 
 
@@ -131,3 +132,27 @@ def test_train_py_trains_with_the_grid(tmp_path):
     assert summary["status"] == "ok" and summary["appearance_mean_change"] > 0
     ckpt = torch.load(next(tmp_path.rglob("step_000004.pt")), weights_only=True)
     assert ckpt["appearance"]["delta"].shape[1:] == (12, 8, 16, 16)
+
+
+@pytest.mark.parametrize("h, w, gx, gy, gz", [(13, 21, 16, 16, 8), (40, 30, 5, 7, 3), (9, 9, 1, 4, 1)])
+def test_the_grids_gradients_are_grid_samples(h, w, gx, gy, gz):
+    """The slice's backward (the grid's gradient as two GEMMs, no atomics) gives what autograd
+    through grid_sample gives, for the grid and the image, in float64; luma past 0 and 1 included."""
+    torch.manual_seed(gx + gz)
+    app = BilateralGridAppearance(2, "cpu", grid_x=gx, grid_y=gy, grid_luma=gz)
+    app.delta.data = torch.randn(app.delta.shape, dtype=torch.float64) * 0.3
+    image = (torch.rand(3, h, w, dtype=torch.float64) * 1.4 - 0.2).requires_grad_()
+    out = app.apply(image, 1)
+    grad = torch.randn_like(out)
+    ours = torch.autograd.grad(out, (app.delta, image), grad)
+    y, x = torch.meshgrid((torch.arange(h, dtype=torch.float64) + 0.5) / h,
+                          (torch.arange(w, dtype=torch.float64) + 0.5) / w, indexing="ij")
+    luma = torch.einsum("c,chw->hw", torch.tensor(LUMA, dtype=torch.float64), image).clamp(0, 1)
+    at = torch.stack((x * 2 - 1, y * 2 - 1, luma * 2 - 1), -1)
+    d = F.grid_sample(app.delta[1][None], at[None, None], mode="bilinear", padding_mode="border", align_corners=True)
+    ref = transform(image, d.view(3, 4, h, w))
+    theirs = torch.autograd.grad(ref, (app.delta, image), grad)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+    assert theirs[0][1].abs().sum() > 0 and theirs[0][0].abs().sum() == 0  # only photo 1's grid moves

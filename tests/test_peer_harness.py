@@ -336,3 +336,18 @@ def test_real_table_pairs_scores_with_each_trainers_record(tmp_path):
     (tmp_path / "rc/runs").rename(tmp_path / "study")
     (tmp_path / "rc/peer").rename(tmp_path / "runs")
     assert real_table.markdown(real_table.rows(tmp_path)) == table
+
+
+def test_lego_table_reads_only_training_summaries(tmp_path):
+    """experiments/peers/table.py: a JSON under runs/ that is no training's summary (fast_recipes'
+    hostprof writes a list there) is left out instead of ending the table with a TypeError."""
+    import table
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "fast_r1.json").write_text(json.dumps({"train_seconds": 61.0, "num_gaussians": 5}))
+    (tmp_path / "runs" / "hostprof_r1.json").write_text(json.dumps([{"at": 100}]))
+    (tmp_path / "scores_alex").mkdir()
+    (tmp_path / "scores_alex" / "fast_r1.json").write_text(json.dumps(
+        {"views": 200, "mean": {"psnr": 35.85, "ssim": 0.98, "lpips_alex": 0.01}}))
+    text = table.markdown(table.rows(tmp_path))
+    assert "| fast | 1 | 61.0 | 5 | 35.85 | 0.9800 | – | 0.0100 | 200 |" in text
+    assert "hostprof" not in text

@@ -11,12 +11,15 @@
 #   turbo     experiment=lego_turbo (both, the budget following the resolution: DashGaussian's primitive schedule)
 #   turbo_free  lego_turbo without the primitive schedule (strategy.options.follow_resolution=false)
 #   turbo15k, turbo20k  lego_turbo in 15K / 20K steps (every schedule scaled): the frontier toward
-#             the issue's 30 s (turbo15k in RECIPES by default); any turbo<N>k[_b<M>] likewise, in
-#             N thousand steps [with a budget of M x the initial Gaussians], e.g. turbo17k, turbo15k_b2.5
+#             the issue's 30 s (turbo15k in RECIPES by default); any turbo<N>k[_b<M>][_d<D>] likewise,
+#             in N thousand steps [with a budget of M x the initial Gaussians] [the coarsest level
+#             1/D of the size] [_nores: no resolution schedule], e.g. turbo17k, turbo15k_b2.0,
+#             turbo15k_d2, turbo15k_nores. lego_turbo is 15K steps,
+#             budget 2.5 since 2026-12-06e (before: 30K, 2.0: turbo15k then is turbo15k_b2.0 now)
 #   batch2, batch4  lego_fast with batch_size=k and 30000/k steps (as many views; issue 41): whether k
 #             views a step train faster per view, and what it costs in quality (not in RECIPES by default)
-#   hostprof  no training: experiments/fast_recipes/host_profile.py on lego_turbo at steps 100, 5500
-#             and 16000 (1/4, 1/2, full size): the host's time per step against the step's, launches
+#   hostprof  no training: experiments/fast_recipes/host_profile.py on lego_turbo at steps 100, 2500
+#             and 12000 (1/4, ~1/2.8, full size in 15K steps): the host's time per step against the step's, launches
 #   fastgs    + strategy=fastgs (FastGS's multi-view scores gate densification and steer pruning)
 #   fastgs100, fastgs_nocap, fastgs_3dgsrule  fastgs refining every 100 steps (3DGS's) / without the
 #             0.8 opacity cap / with 3DGS's clone-split rule (percent_dense 0.01, splits by the plain
@@ -43,9 +46,11 @@ for seed in $SEEDS; do for r in $RECIPES; do
     turbo) args="experiment=lego_turbo" ;;
     turbo_free) args="experiment=lego_turbo strategy.options.follow_resolution=false" ;;  # no primitive schedule
     turbo[0-9]*k*) n=${r#turbo}; args="experiment=lego_turbo iterations=${n%%k*}000"
-      [[ $r == *_b* ]] && args="$args strategy.options.budget_multiple=${r##*_b}" ;;
+      b=$(grep -o '_b[0-9.]*' <<< "$r"); [ -n "$b" ] && args="$args strategy.options.budget_multiple=${b#_b}"
+      d=$(grep -o '_d[0-9.]*' <<< "$r"); [ -n "$d" ] && args="$args schedule.max_downscale=${d#_d}"
+      [[ $r == *_nores* ]] && args="$args schedule.resolution=none" ;;
     hostprof)  # not a training: is lego_turbo's step bound by the host at 1/4 size, at 1/2, at full size?
-      python experiments/fast_recipes/host_profile.py experiment=lego_turbo data.path=/tmp/lego --at 100 5500 16000 \
+      python experiments/fast_recipes/host_profile.py experiment=lego_turbo data.path=/tmp/lego --at 100 2500 12000 \
         --out $out.json > $out.log 2>&1; log "hostprof rc=$?: $(grep -A4 '^| from step' $out.log | tail -3 | tr '\n' ' ')"
       continue ;;
     batch2) args="experiment=lego_fast batch_size=2 iterations=15000" ;;

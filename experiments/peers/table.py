@@ -16,6 +16,8 @@ def rows(root: Path) -> list[dict]:
     out = []
     for run in sorted((root / "runs").glob("*.json")):
         record = json.loads(run.read_text())
+        if not isinstance(record, dict) or "train_seconds" not in record:
+            continue  # not a training's summary (fast_recipes' hostprof writes its profile here)
         score, views = {}, 0
         for file in sorted(root.glob(f"scores*/{run.name}")):  # one folder per LPIPS backbone
             scored = json.loads(file.read_text())
