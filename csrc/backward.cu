@@ -55,14 +55,16 @@ __device__ inline Slot grad_slot(const BlendBackwardArgs& args, int k) {
 
 // ABS: also add each pixel's |d/d means2d| to args.grad_means2d_abs (absgrad); DEPTH: the depth
 // channel too, its dL/dz summed into args.grad_depths. Template arguments, so the kernel
-// without them is the one it always was.
-template <int PROBE, bool ABS, bool DEPTH>
-__global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackwardArgs args) {
+// without them is the one it always was. SUB = 2: four blocks of 8x8 pixels share a tile, each
+// walking the whole list for its pixels (the same sums: each warp adds its own share).
+template <int PROBE, bool ABS, bool DEPTH, int SUB = 1>
+__global__ void __launch_bounds__(BLOCK_PIXELS / (SUB * SUB)) blend_backward_kernel(BlendBackwardArgs args) {
   constexpr int NC = BLEND_CHANNELS<DEPTH>;
-  __shared__ Batch<NC> s;
+  constexpr int THREADS = BLOCK_PIXELS / (SUB * SUB);
+  __shared__ Batch<NC, THREADS> s;
   __shared__ int s_max_last;
 
-  const TilePixel tp = tile_pixel(args.ranges, args.tile_order, args.tiles_x, args.width, args.height);
+  const TilePixel tp = tile_pixel<SUB>(args.ranges, args.tile_order, args.tiles_x, args.width, args.height);
   const float fx = (float)tp.x, fy = (float)tp.y;
   const int2 range = tp.range;
   const PixelGrad<NC> p = pixel_grad<NC>(args, tp.inside, tp.y * args.width + tp.x);
@@ -72,11 +74,11 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
   const Slot slot = grad_slot(args, lane >> 2);
   float kept = 0.f;  // PROBE_WALK: the pair values, summed per thread
 
-  for (int top = end; top > range.x; top -= BLOCK_PIXELS) {
+  for (int top = end; top > range.x; top -= THREADS) {
     __syncthreads();
     load_batch(s, args, top, range.x);
     __syncthreads();
-    int count = min(BLOCK_PIXELS, top - range.x);
+    int count = min(THREADS, top - range.x);
     for (int j = 0; j < count; ++j) {
       const int position = top - j - range.x;  // 1-based
       float g[NUM_GRADS] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -124,23 +126,32 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_backward_kernel(BlendBackw
   if constexpr (PROBE != PROBE_NONE) keep(kept, args.grad_opacity);
 }
 
+template <int SUB>
+void launch_split(const BlendBackwardArgs& args, int tiles, cudaStream_t stream) {
+  const bool abs = args.grad_means2d_abs, depth = args.grad_depths;
+  const int blocks = tiles * SUB * SUB, threads = BLOCK_PIXELS / (SUB * SUB);
+  if (abs && depth)
+    blend_backward_kernel<PROBE_NONE, true, true, SUB><<<blocks, threads, 0, stream>>>(args);
+  else if (abs)
+    blend_backward_kernel<PROBE_NONE, true, false, SUB><<<blocks, threads, 0, stream>>>(args);
+  else if (depth)
+    blend_backward_kernel<PROBE_NONE, false, true, SUB><<<blocks, threads, 0, stream>>>(args);
+  else
+    blend_backward_kernel<PROBE_NONE, false, false, SUB><<<blocks, threads, 0, stream>>>(args);
+}
+
 }  // namespace
 
-void launch_blend_backward(const BlendBackwardArgs& args, int probe, cudaStream_t stream) {
+void launch_blend_backward(const BlendBackwardArgs& args, int probe, int split, cudaStream_t stream) {
   int tiles = args.tiles_x * args.tiles_y;
   if (tiles == 0) return;
-  // The probes time the kernel without depth (their gradients are wrong anyway).
-  const bool abs = args.grad_means2d_abs, depth = args.grad_depths;
+  // The probes time the kernel without depth (their gradients are wrong anyway), one block a tile.
   if (probe == PROBE_WALK)
     blend_backward_kernel<PROBE_WALK, false, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
   else if (probe == PROBE_NO_ATOMICS)
     blend_backward_kernel<PROBE_NO_ATOMICS, false, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
-  else if (abs && depth)
-    blend_backward_kernel<PROBE_NONE, true, true><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
-  else if (abs)
-    blend_backward_kernel<PROBE_NONE, true, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
-  else if (depth)
-    blend_backward_kernel<PROBE_NONE, false, true><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+  else if (split == 2)
+    launch_split<2>(args, tiles, stream);
   else
-    blend_backward_kernel<PROBE_NONE, false, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
+    launch_split<1>(args, tiles, stream);
 }

@@ -46,17 +46,18 @@ __device__ inline int block_max_last(int last, int& s_max_last) {
 }
 
 // One batch of the tile's list in shared memory, back to front: entry j is list index top-1-j.
-template <int NC>
+// SIZE: the block's threads (one entry each).
+template <int NC, int SIZE = BLOCK_PIXELS>
 struct Batch {
-  int id[BLOCK_PIXELS];
-  float2 xy[BLOCK_PIXELS];
-  float4 co[BLOCK_PIXELS];
-  float rgb[BLOCK_PIXELS][NC];
+  int id[SIZE];
+  float2 xy[SIZE];
+  float4 co[SIZE];
+  float rgb[SIZE][NC];
 };
 
 // Loads the batch ending at `top` (one entry per thread); the caller syncs around it.
-template <int NC>
-__device__ inline void load_batch(Batch<NC>& b, const BlendBackwardArgs& args, int top, int start) {
+template <int NC, int SIZE>
+__device__ inline void load_batch(Batch<NC, SIZE>& b, const BlendBackwardArgs& args, int top, int start) {
   const int k = top - 1 - (int)threadIdx.x;
   if (k < start) return;
   const int id = args.point_list[k];
@@ -86,8 +87,8 @@ struct Entry {
 
 // Un-blends entry j of the batch: false if it did not contribute (the walk is unchanged), else
 // fills e and steps the walk to the transmittance before it.
-template <int NC>
-__device__ inline bool unblend(Walk<NC>& w, const PixelGrad<NC>& p, const Batch<NC>& b, int j, float fx, float fy,
+template <int NC, int SIZE>
+__device__ inline bool unblend(Walk<NC>& w, const PixelGrad<NC>& p, const Batch<NC, SIZE>& b, int j, float fx, float fy,
                                Entry& e) {
   e.dx = b.xy[j].x - fx;
   e.dy = b.xy[j].y - fy;

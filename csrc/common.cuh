@@ -22,12 +22,17 @@ struct TilePixel {
   int2 range;
 };
 
+// SUB > 1: SUB x SUB blocks share a tile, each a (TILE_SIZE / SUB)^2 part of its pixels; block b
+// is part b % SUB^2 of the tile that `order` gives b / SUB^2.
+template <int SUB = 1>
 __device__ inline TilePixel tile_pixel(const int* ranges, const int* order, int tiles_x, int width, int height) {
-  const int tile = order ? order[blockIdx.x] : (int)blockIdx.x;
+  constexpr int SIDE = TILE_SIZE / SUB;
+  const int block = (int)blockIdx.x / (SUB * SUB), part = (int)blockIdx.x % (SUB * SUB);
+  const int tile = order ? order[block] : block;
   TilePixel p;
   p.tile = tile;
-  p.x = (tile % tiles_x) * TILE_SIZE + threadIdx.x % TILE_SIZE;
-  p.y = (tile / tiles_x) * TILE_SIZE + threadIdx.x / TILE_SIZE;
+  p.x = (tile % tiles_x) * TILE_SIZE + (part % SUB) * SIDE + (int)threadIdx.x % SIDE;
+  p.y = (tile / tiles_x) * TILE_SIZE + (part / SUB) * SIDE + (int)threadIdx.x / SIDE;
   p.inside = p.x < width && p.y < height;
   p.range = reinterpret_cast<const int2*>(ranges)[tile];
   return p;

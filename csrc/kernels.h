@@ -129,7 +129,9 @@ struct BlendBackwardArgs {
 //   PROBE_NO_ATOMICS: everything but the atomic adds;  PROBE_WALK: only the back-to-front walk
 //   and each pair's values (no warp sums, staging, mma or atomics).
 enum BackwardProbe { PROBE_NONE = 0, PROBE_NO_ATOMICS = 1, PROBE_WALK = 2 };
-void launch_blend_backward(const BlendBackwardArgs& args, int probe, cudaStream_t stream);
+// split: blocks per tile side (1, or 2: four 8x8-pixel blocks a tile, for images of few tiles,
+// where one block a tile leaves SMs idle while each walks a long list).
+void launch_blend_backward(const BlendBackwardArgs& args, int probe, int split, cudaStream_t stream);
 // backward_gemm.cu: the same gradients with the per-Gaussian sums as tensor-core GEMMs;
 // split: dL/dpower as two tf32 terms (else one, rounded).
 void launch_blend_backward_gemm(const BlendBackwardArgs& args, bool split, int probe, cudaStream_t stream);

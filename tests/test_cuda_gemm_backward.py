@@ -201,3 +201,45 @@ def test_gemm_backward_matches_its_float64_emulation(scene, variant, backward):
     for k, v in e["cuda"].items():
         bound = 5e-4 if (k, backward) == ("opacity_logits", "gemm_tf32") else 0.6 * e["emulated"][k] + 3e-5
         assert v <= bound, (k, v, bound)
+
+
+@needs_cuda
+@pytest.mark.parametrize("switches", [{}, {"absgrad": True}, {"depth": True}], ids=["plain", "absgrad", "depth"])
+@pytest.mark.parametrize("scene", [SCENES[0], SCENES[3]])
+def test_four_blocks_a_tile_give_one_blocks_gradients(scene, switches):
+    """set_backward_split: the exact backward with one block per tile (1) and with four 8x8 blocks
+    per tile (2, what images of few tiles get) sum the same gradients (float atomics: any order),
+    absgrad's and depth's included; 0 (chosen by the tile count) is one of the two; a value other
+    than 0-2 is refused and changes nothing. (The tests against the float64 reference render
+    images of a few tiles, so they run the split kernel.)"""
+    ext = load()
+    g, cam = cuda_scene(*scene)
+    settings, weights = make_settings("tc_gs", intersect="accutile", **switches), random_weights(cam)
+
+    def grads():
+        leaves = g.map(lambda t: t.detach().requires_grad_())
+        out = render(leaves, cam, settings, background=BACKGROUND)
+        loss = (out.image * weights[0]).sum() + (out.alpha * weights[1]).sum()
+        if switches.get("depth"):
+            loss = loss + (out.depth_accumulated * weights[1]).sum()
+        loss.backward()
+        found = {**{k: getattr(leaves, k).grad for k in PARAMS}, "means2d": out.means2d.grad}
+        if switches.get("absgrad"):
+            found["absgrad"] = out.means2d_absgrad
+        return found
+
+    try:
+        by_split = {}
+        for split in (1, 2, 0):
+            assert ext.set_backward_split(split)
+            by_split[split] = grads()
+        assert ext.set_backward_split(3) is False
+        assert max(max_rel(a, b) for a, b in zip(grads().values(), by_split[0].values())) < 1e-5
+    finally:
+        ext.set_backward_split(0)
+    one, four = by_split[1], by_split[2]
+    assert set(one) == set(four) and one["means2d"].abs().max() > 0
+    errors = {k: max_rel(four[k], one[k]) for k in one}
+    print(scene, switches, {k: f"{v:.1e}" for k, v in errors.items()})
+    assert max(errors.values()) < 1e-5, errors
+    assert max(max_rel(by_split[0][k], one[k]) for k in one) < 1e-5

@@ -38,6 +38,17 @@ def test_turbo_at_half_the_steps_is_its_own_row(tmp_path):
     assert [(r[1], r[2], r[3]) for r in rows] == [("turbo15k", "2", "22.25"), ("turbo", "1", "23.00")]
 
 
+def test_combined_recipes_are_their_own_rows(tmp_path):
+    """turbo15k_app is the turbo recipe with appearance=affine, not turbo15k's app feature."""
+    write(tmp_path, "beer_prepared_tcgs_accutile_turbo15k_app", [22.0, 24.0])
+    write(tmp_path, "beer_prepared_tcgs_accutile_turbo15k_grid_s1", [21.0, 23.0])
+    write(tmp_path, "beer_prepared_tcgs_accutile_turbo12k", [20.0, 22.0])
+    rows = [r.split(" | ") for r in features_table.table([tmp_path]).splitlines()[2:]]
+    assert [(r[0], r[1], r[2]) for r in rows] == [("| beer_prepared_tcgs_accutile", "turbo15k_app", "1"),
+                                                  ("| beer_prepared_tcgs_accutile", "turbo15k_grid", "1"),
+                                                  ("| beer_prepared_tcgs_accutile", "turbo12k", "1")]
+
+
 def test_feature_ops_counts_each_feature():
     """experiments/real_captures/feature_ops.py: a torch-op count per per-view feature, forward and
     backward, on the CPU."""

@@ -20,6 +20,8 @@
 #             views a step train faster per view, and what it costs in quality (not in RECIPES by default)
 #   hostprof  no training: experiments/fast_recipes/host_profile.py on lego_turbo at steps 100, 2500
 #             and 12000 (1/4, ~1/2.8, full size in 15K steps): the host's time per step against the step's, launches
+#   splitbench  no training: the blend backward's kernel time with one block a tile (split1) and
+#             four 8x8 ones (split2) at 200x200 .. 800x800 on the first turbo run's model (after it)
 #   fastgs    + strategy=fastgs (FastGS's multi-view scores gate densification and steer pruning)
 #   fastgs100, fastgs_nocap, fastgs_3dgsrule  fastgs refining every 100 steps (3DGS's) / without the
 #             0.8 opacity cap / with 3DGS's clone-split rule (percent_dense 0.01, splits by the plain
@@ -52,6 +54,13 @@ for seed in $SEEDS; do for r in $RECIPES; do
     hostprof)  # not a training: is lego_turbo's step bound by the host at 1/4 size, at 1/2, at full size?
       python experiments/fast_recipes/host_profile.py experiment=lego_turbo data.path=/tmp/lego --at 100 2500 12000 \
         --out $out.json > $out.log 2>&1; log "hostprof rc=$?: $(grep -A4 '^| from step' $out.log | tail -3 | tr '\n' ' ')"
+      continue ;;
+    splitbench)  # not a training: the exact blend backward with one block a tile against four, on the first
+      # finished turbo run's model at lego_turbo's sizes (experiments/tensor_core_backward/bench.py)
+      model=$(ls -d $W/runs/turbo*_r*/ 2>/dev/null | head -1)
+      python experiments/tensor_core_backward/bench.py --lego "$model" --biker /nonexistent \
+        --sizes 200x200,283x283,400x400,800x800 --modes exact,exact@split1,exact@split2 --views 4 --rounds 5 \
+        --out $W/splitbench.json > $W/splitbench.log 2>&1; log "splitbench rc=$? on $model: $(grep -A6 '^| scene' $W/splitbench.log | tr '\n' ' ')"
       continue ;;
     batch2) args="experiment=lego_fast batch_size=2 iterations=15000" ;;
     batch4) args="experiment=lego_fast batch_size=4 iterations=7500" ;;

@@ -20,6 +20,8 @@
 # Third session (the study alone, two seeds; pose after its backward was written out):
 #   PEER_RUNS="" PROFILE_FEATS="base pose app" STUDY_DATAS=beer_prepared STUDY_FEATS="base turbo15k pose grid app" STUDY_SEEDS="0 1"
 # (~3 min of profiles, then ~20 of study)
+# Fourth session (the grid after its backward fix, the combined recipes, fern; issues 40 and 41):
+#   PEER_RUNS="" PROFILE_FEATS="grid" STUDY_DATAS="beer_prepared fern_prepared" STUDY_FEATS="base turbo12k turbo15k grid turbo15k_grid turbo15k_app" STUDY_SEEDS="0"
 set -u
 # What runs (defaults: the first session's plan)
 PEER_RUNS=${PEER_RUNS-beer_prepared:0 fern_prepared:0}   # data:seed, each trained by both trainers ("": none)

@@ -16,7 +16,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-FEATURES = ("app", "pose", "both", "grid", "gridpose", "turbo15k", "turbo")
+# longest first where one name starts another (turbo15k_app before turbo15k before turbo)
+FEATURES = ("app", "pose", "both", "grid", "gridpose", "turbo15k_app", "turbo15k_grid", "turbo15k", "turbo12k",
+            "turbo")
 NAME = re.compile(rf"^(?P<base>.+?)(?:_(?P<feat>{'|'.join(FEATURES)}))?(?:_s(?P<seed>\d+))?$")
 
 

@@ -43,9 +43,14 @@ declare -A FEAT=(
   [gridpose]="appearance=bilateral_grid pose_opt=true"
   [turbo]="strategy=budget strategy.options.budget=300000 schedule.resolution=auto"
   [turbo15k]="strategy=budget strategy.options.budget=300000 schedule.resolution=auto"
+  [turbo12k]="strategy=budget strategy.options.budget=300000 schedule.resolution=auto"
+  # issue 41's combined recipes: the turbo recipe with each colour model
+  [turbo15k_app]="strategy=budget strategy.options.budget=300000 schedule.resolution=auto appearance=affine"
+  [turbo15k_grid]="strategy=budget strategy.options.budget=300000 schedule.resolution=auto appearance=bilateral_grid"
 )
-# features trained for another number of steps than ITERS (issue 40: the recipe at half the time)
-declare -A FEAT_ITERS=([turbo15k]=15000)
+# features trained for another number of steps than ITERS (issue 40: the recipe at half the time;
+# turbo12k: 0.4x base's steps, where turbo15k's 0.58x of base's time missed issue 40's 0.5x)
+declare -A FEAT_ITERS=([turbo15k]=15000 [turbo12k]=12000 [turbo15k_app]=15000 [turbo15k_grid]=15000)
 declare -A RASTER=(
   [vanilla]="rasterizer=vanilla"
   [tcgs_accutile]="rasterizer=tc_gs rasterizer.intersect=accutile"
