@@ -420,6 +420,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("img"), py::arg("ref"), py::arg("w_ssim") = 1.0, py::arg("w_l1") = 0.0, py::arg("w_constant") = 0.0);
   m.def("ssim_backward", &ssim_backward, "gsexp: the fused loss's gradient w.r.t. the image", py::arg("img"),
         py::arg("ref"), py::arg("partials"), py::arg("grad_out"), py::arg("w_ssim") = 1.0, py::arg("w_l1") = 0.0);
+  m.def("pose_move_forward", &pose_move_forward, "gsexp: pose_opt's motion of the Gaussians for one camera");
+  m.def("pose_move_backward", &pose_move_backward, "gsexp: its gradients (means, quats, the camera's 6 numbers)");
   m.def("densify_stats", &densify_stats, "gsexp: one step's densification statistics in one launch");
   m.def("fused_adam", &fused_adam, "gsexp: one Adam step for up to 8 tensors in one launch (optionally visible rows only)");
   m.attr("tile_size") = TILE_SIZE;

@@ -23,3 +23,13 @@ torch::Tensor ssim_backward(torch::Tensor img, torch::Tensor ref, torch::Tensor 
 // half_h)|, count += 1, max_radii = max(max_radii, radii). float32 [N] accumulators, int32 radii.
 void densify_stats(torch::Tensor grad_means2d, torch::Tensor radii, double half_w, double half_h,
                    torch::Tensor grad2d, torch::Tensor count, torch::Tensor max_radii);
+
+// pose_opt's motion (csrc/pose.cu; gsexp/train/pose.py): means [N,3], quats [N,4] of the model,
+// delta [6] one camera's correction (w, t), rot_t [3,3] its camera-to-world rotation, center [3]
+// its centre, all contiguous float32 CUDA, read on the device (no host sync). Forward: {means
+// moved, quats moved}; backward: {dL/dmeans, dL/dquats, dL/ddelta [6]} from the moved ones' grads.
+std::vector<torch::Tensor> pose_move_forward(torch::Tensor means, torch::Tensor quats, torch::Tensor delta,
+                                             torch::Tensor rot_t, torch::Tensor center);
+std::vector<torch::Tensor> pose_move_backward(torch::Tensor g_means, torch::Tensor g_quats, torch::Tensor means,
+                                              torch::Tensor quats, torch::Tensor delta, torch::Tensor rot_t,
+                                              torch::Tensor center);

@@ -4,6 +4,7 @@ perturbation of the synthetic scene's cameras."""
 import dataclasses
 import math
 
+import pytest
 import torch
 
 from gsexp.gaussians import Gaussians
@@ -130,3 +131,32 @@ def test_the_written_out_backward_is_autograds():
         got = torch.autograd.grad(_Move.apply(means, quats, delta, rot_t, center, linear), (means, quats, delta), up)
         for g, r in zip(got, want):
             assert torch.allclose(g, r, rtol=1e-9, atol=1e-12), (norm, g, r)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("norm", [0.0, 1e-4, 0.29, 0.31, 2.5])
+def test_the_kernel_moves_and_differentiates_as_the_float64_motion(norm):
+    """On a GPU apply() runs csrc/pose.cu: its moved means and quats and its gradients (means,
+    quats, the camera's 6 numbers) equal _Move's in float64 to float32's precision, at zero, on
+    both sides of the series switch and for a large rotation; many Gaussians, so the sums cross
+    blocks."""
+    from gsexp.train.pose import _linear, _Move, _MoveCuda
+
+    gen = torch.Generator().manual_seed(int(norm * 100) + 7)
+    n = 70_000
+    rot_t = torch.linalg.qr(torch.randn(3, 3, generator=gen, dtype=torch.float64))[0]
+    center = torch.randn(3, generator=gen, dtype=torch.float64)
+    w = torch.randn(3, generator=gen, dtype=torch.float64)
+    delta = torch.cat([w / w.norm() * norm, 0.1 * torch.randn(3, generator=gen, dtype=torch.float64)])
+    means = torch.randn(n, 3, generator=gen, dtype=torch.float64)
+    quats = torch.randn(n, 4, generator=gen, dtype=torch.float64)
+    up = (torch.randn(n, 3, generator=gen, dtype=torch.float64), torch.randn(n, 4, generator=gen, dtype=torch.float64))
+    leaves64 = [t.clone().requires_grad_() for t in (means, quats, delta)]
+    want_out = _Move.apply(*leaves64, rot_t, center, _linear())
+    want = torch.autograd.grad(want_out, leaves64, up)
+    leaves32 = [t.float().cuda().requires_grad_() for t in (means, quats, delta)]
+    got_out = _MoveCuda.apply(*leaves32, rot_t.float().cuda(), center.float().cuda())
+    got = torch.autograd.grad(got_out, leaves32, tuple(u.float().cuda() for u in up))
+    for name, g, r in zip(("means", "quats", "means grad", "quats grad", "delta grad"), (*got_out, *got), (*want_out, *want)):
+        err = (g.double().cpu() - r).abs().max() / r.abs().max().clamp_min(1e-30)
+        assert err < 2e-5, (name, norm, err.item())

@@ -9,10 +9,12 @@ without a camera gradient. The view direction for the SH colour is left uncorrec
 is of the order of the correction's rotation).
 
 This runs every training step, and such a step is bound by the host: the cameras live on the
-device from the start (a per-step copy from pageable memory would wait for the GPU), and the
-motion is a handful of small ops (one constant matrix turns the quaternion into the linear
-parts of its rotation and of its left product) with a backward written out, not autograd's
-graph of them (experiments/real_captures/feature_ops.py counts the ops)."""
+device from the start (a per-step copy from pageable memory would wait for the GPU). On a GPU the
+motion is one kernel forward and three backward (csrc/pose.cu: ~40 torch ops made beer train
+1.9x slower); elsewhere a handful of small ops (one constant matrix turns the quaternion into
+the linear parts of its rotation and of its left product) with a backward written out, not
+autograd's graph of them (experiments/real_captures/feature_ops.py counts the ops). The two agree
+(tests/test_pose.py on a GPU)."""
 from __future__ import annotations
 
 import copy
@@ -71,8 +73,12 @@ class PoseCorrection(PerView):
     def apply(self, g, view: int):
         """The Gaussians as camera `view`'s corrected pose sees them from its uncorrected one."""
         moved = copy.copy(g)  # shallow, as training's parameter view (its SH parts) must stay
-        moved.means, moved.quats = _Move.apply(g.means, g.quats, self.delta[view], self.rot_t[view],
-                                               self.center[view], self.linear)
+        if g.means.is_cuda:  # one launch forward, three backward (csrc/pose.cu)
+            moved.means, moved.quats = _MoveCuda.apply(g.means, g.quats, self.delta[view], self.rot_t[view],
+                                                       self.center[view])
+        else:
+            moved.means, moved.quats = _Move.apply(g.means, g.quats, self.delta[view], self.rot_t[view],
+                                                   self.center[view], self.linear)
         return moved
 
     def summary(self) -> dict:
@@ -124,3 +130,26 @@ class _Move(torch.autograd.Function):
         g_w = s * g_v + (k * (g_v @ w) - 0.5 * s * g_q[0]) * w
         g_delta = torch.cat([rot_t.T @ g_w, rot_t.T @ g_b])
         return g_means @ a, g_quats @ left, g_delta, None, None, None
+
+
+class _MoveCuda(torch.autograd.Function):
+    """_Move's maths in csrc/pose.cu: the motion from delta on the device (no host sync), the
+    Gaussians moved in one launch; backward per Gaussian plus the sums delta's gradient needs."""
+
+    @staticmethod
+    def forward(ctx, means, quats, delta, rot_t, center):
+        from gsexp.render.cuda.build import load
+
+        means, quats = means.contiguous(), quats.contiguous()
+        ctx.save_for_backward(means, quats, delta, rot_t, center)
+        moved_means, moved_quats = load().pose_move_forward(means, quats, delta, rot_t.contiguous(), center)
+        return moved_means, moved_quats
+
+    @staticmethod
+    def backward(ctx, g_means, g_quats):
+        from gsexp.render.cuda.build import load
+
+        means, quats, delta, rot_t, center = ctx.saved_tensors
+        g_means_in, g_quats_in, g_delta = load().pose_move_backward(
+            g_means.contiguous(), g_quats.contiguous(), means, quats, delta, rot_t.contiguous(), center)
+        return g_means_in, g_quats_in, g_delta, None, None
