@@ -167,6 +167,17 @@ void check(const torch::Tensor& t, const char* name, int64_t rows, int64_t cols)
               "gsexp pose_move: ", name, " has the wrong shape");
 }
 
+// The model's and the camera's tensors both directions take.
+void check_motion(const torch::Tensor& means, const torch::Tensor& quats, const torch::Tensor& delta,
+                  const torch::Tensor& rot_t, const torch::Tensor& center) {
+  const int64_t n = means.size(0);
+  check(means, "means", n, 3);
+  check(quats, "quats", n, 4);
+  check(delta, "delta", -1, 6);
+  check(rot_t, "rot_t", -1, 9);
+  check(center, "center", -1, 3);
+}
+
 int blocks_for(int64_t n) {
   return (int)std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 1024));
 }
@@ -176,11 +187,7 @@ int blocks_for(int64_t n) {
 std::vector<torch::Tensor> pose_move_forward(torch::Tensor means, torch::Tensor quats, torch::Tensor delta,
                                              torch::Tensor rot_t, torch::Tensor center) {
   const int64_t n = means.size(0);
-  check(means, "means", n, 3);
-  check(quats, "quats", n, 4);
-  check(delta, "delta", -1, 6);
-  check(rot_t, "rot_t", -1, 9);
-  check(center, "center", -1, 3);
+  check_motion(means, quats, delta, rot_t, center);
   const c10::cuda::CUDAGuard guard(means.device());
   auto means_out = torch::empty_like(means), quats_out = torch::empty_like(quats);
   move_forward_kernel<<<blocks_for(n), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
@@ -196,11 +203,7 @@ std::vector<torch::Tensor> pose_move_backward(torch::Tensor g_means, torch::Tens
   const int64_t n = means.size(0);
   check(g_means, "g_means", n, 3);
   check(g_quats, "g_quats", n, 4);
-  check(means, "means", n, 3);
-  check(quats, "quats", n, 4);
-  check(delta, "delta", -1, 6);
-  check(rot_t, "rot_t", -1, 9);
-  check(center, "center", -1, 3);
+  check_motion(means, quats, delta, rot_t, center);
   const c10::cuda::CUDAGuard guard(means.device());
   const auto stream = c10::cuda::getCurrentCUDAStream();
   auto g_means_in = torch::empty_like(g_means), g_quats_in = torch::empty_like(g_quats);

@@ -23,7 +23,8 @@ def transform(image: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     if d.dim() == 2:  # one small GEMM: (I + M) [3, HW] + b
         eye = torch.eye(3, dtype=d.dtype, device=d.device)
         return torch.addmm(d[:, 3:], d[:, :3] + eye, image.reshape(3, -1)).view_as(image)
-    return image + torch.einsum("ijhw,jhw->ihw", d[:, :3], image) + d[:, 3]
+    # Elementwise, not einsum: einsum made it a batched GEMM of one 3x3 matrix per pixel.
+    return image + (d[:, :3] * image[None]).sum(1) + d[:, 3]
 
 
 class AffineAppearance(PerView):
