@@ -57,6 +57,7 @@ for seed in $SEEDS; do for r in $RECIPES; do
       continue ;;
     splitbench)  # not a training: the exact blend backward with one block a tile against four, on the first
       # finished turbo run's model at lego_turbo's sizes (experiments/tensor_core_backward/bench.py)
+      [ -f $W/splitbench.json ] && continue  # once a session, whatever SEEDS
       model=$(ls -d $W/runs/turbo*_r*/ 2>/dev/null | head -1)
       python experiments/tensor_core_backward/bench.py --lego "$model" --biker /nonexistent \
         --sizes 200x200,283x283,400x400,800x800 --modes exact,exact@split1,exact@split2 --views 4 --rounds 5 \
