@@ -29,7 +29,8 @@ enum { PREC_FP32 = 0, PREC_TF32 = 1, PREC_FP16 = 2 };
   X(float, dilation, COV2D_DILATION) /* preprocess: px^2 added to the 2D covariance's diagonal */ \
   X(bool, antialiased, false)      /* preprocess: Mip-Splatting's opacity compensation */         \
   X(bool, absgrad, false)          /* exact backward: also AbsGS's sum of |per-pixel d/d means2d| */ \
-  X(bool, depth, false)            /* blends: also sum_i w_i z_i per pixel (BlendArgs::depth) */
+  X(bool, depth, false)            /* blends: also sum_i w_i z_i per pixel (BlendArgs::depth) */  \
+  X(int, tile_split, 1)            /* exact backward: blocks per tile side, 1 or 2; 0: by tile count */
 
 struct RasterOptions {
 #define RASTER_OPTION_FIELD(type, name, value) type name = value;

@@ -115,21 +115,12 @@ bool set_backward_probe(int probe) {
   return true;
 }
 
-// The exact blend backward's blocks per tile side: 0 picks 2 for images of fewer tiles than 4 per
-// SM, else 1; 1 or 2 forces it (set_backward_split: experiments and tests only). Lego at 1/4 size
-// has 169 tiles, a few dozen holding its whole list, and there its backward took twice a
-// full-size one's (H100, experiments/fast_recipes); four blocks a tile spread those lists over
-// more SMs. Not yet timed: tensor_core_backward/bench.py's exact@split1 / exact@split2 do it.
-int backward_split = 0;
-
-bool set_backward_split(int split) {
-  if (split < 0 || split > 2) return false;
-  backward_split = split;
-  return true;
-}
-
-int blocks_per_tile_side(int tiles) {
-  if (backward_split) return backward_split;
+// The exact blend backward's blocks per tile side from options.tile_split: 1, 2, or 0 (auto): 2
+// for images of fewer tiles than 4 per SM. Lego at 1/4 size has 169 tiles, a few dozen holding
+// its whole list, and there its backward took twice a full-size one's (H100,
+// experiments/fast_recipes); four blocks a tile spread those lists over more SMs.
+int blocks_per_tile_side(int tile_split, int tiles) {
+  if (tile_split) return tile_split;
   static int sms = 0;  // the first device's: a process trains on one
   if (!sms) {
     int device = 0;
@@ -368,7 +359,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
   }
   const int probe = backward_probe;
   if (options.backward == BACKWARD_EXACT)
-    launch_blend_backward(args, probe, blocks_per_tile_side(args.tiles_x * args.tiles_y), stream);
+    launch_blend_backward(args, probe, blocks_per_tile_side(options.tile_split, args.tiles_x * args.tiles_y), stream);
   else
     launch_blend_backward_gemm(args, options.backward == BACKWARD_GEMM_FP32, probe, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -413,8 +404,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                      py::arg("accutile") = (int)INTERSECT_ACCUTILE);
   m.def("rasterize_forward", &rasterize_forward, "gsexp: preprocess, duplicate, sort, ranges, blend");
   m.def("rasterize_backward", &rasterize_backward, "gsexp: the shared exact fp32 backward");
-  m.def("set_backward_split", &set_backward_split, "gsexp: the exact blend backward's blocks per tile side (0: "
-        "chosen by the tile count, 1 or 2); false for another value");
   m.def("set_backward_probe", &set_backward_probe, "gsexp: leave a part of the blend backward out (timing only); false for an unknown id");
   m.def("ssim_forward", &ssim_forward, "gsexp: fused SSIM (torchmetrics' window and padding) weighted with L1, value and partials",
         py::arg("img"), py::arg("ref"), py::arg("w_ssim") = 1.0, py::arg("w_l1") = 0.0, py::arg("w_constant") = 0.0);

@@ -1,6 +1,5 @@
 """experiments/tensor_core_backward/bench.py's modes on the CPU: probes (MODE@PROBE) parse,
-are left out of the gradient checks, splits (exact@split1, @split2) stay in them, and a wrong
-one is one clear line."""
+are left out of the gradient checks, and a wrong one is one clear line."""
 import importlib.util
 from pathlib import Path
 
@@ -25,14 +24,8 @@ def test_probe_modes_parse_and_skip_the_error_check(bench):
     assert bench.split_mode("exact") == ("exact", "")
 
 
-def test_split_modes_parse_and_keep_the_error_check(bench):
-    a = bench.parse_args(["--modes", "exact,exact@split1,exact@split2,exact@walk"])
-    assert bench.checked(a.modes) == ["exact@split1", "exact@split2"]
-
-
 @pytest.mark.parametrize("modes, message", [
-    ("exact,gemm_tf32@fast", "'gemm_tf32@fast': after @ one of walk, no_atomics, split1, split2"),
-    ("exact,gemm_tf32@split2", "only the exact backward splits its tiles"),
+    ("exact,gemm_tf32@fast", "'gemm_tf32@fast': a probe must be one of walk, no_atomics"),
     ("exact,gemm_fp16@walk", "rasterizer.backward"),
     ("gemm_tf32,exact", "the first must be exact"),
 ])

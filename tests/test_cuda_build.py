@@ -36,6 +36,9 @@ def test_extension_compiles_and_mirrors_the_constants():
     assert options_of(make_settings("tc_gs", depth=True)).depth and not options_of(make_settings("tc_gs")).depth
     assert o.dilation == pytest.approx(constants.COV2D_DILATION)  # rasterizer.dilation: 3DGS's 0.3 unless set
     assert options_of(make_settings("gemm_gs", dilation=0.1)).dilation == pytest.approx(0.1)
+    # rasterizer.tile_split: the exact backward's blocks per tile side (0: by the tile count)
+    assert o.tile_split == 1 and options_of(make_settings("tc_gs")).tile_split == 1
+    assert [options_of(make_settings("tc_gs", tile_split=s)).tile_split for s in ("quarters", "auto")] == [2, 0]
 
 
 def test_flags_target_hopper_with_portable_ptx():

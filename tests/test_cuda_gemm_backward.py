@@ -207,16 +207,15 @@ def test_gemm_backward_matches_its_float64_emulation(scene, variant, backward):
 @pytest.mark.parametrize("switches", [{}, {"absgrad": True}, {"depth": True}], ids=["plain", "absgrad", "depth"])
 @pytest.mark.parametrize("scene", [SCENES[0], SCENES[3]])
 def test_four_blocks_a_tile_give_one_blocks_gradients(scene, switches):
-    """set_backward_split: the exact backward with one block per tile (1) and with four 8x8 blocks
-    per tile (2, what images of few tiles get) sum the same gradients (float atomics: any order),
-    absgrad's and depth's included; 0 (chosen by the tile count) is one of the two; a value other
-    than 0-2 is refused and changes nothing. (The tests against the float64 reference render
-    images of a few tiles, so they run the split kernel.)"""
-    ext = load()
+    """rasterizer.tile_split: the exact backward with one block per tile (none) and with four 8x8
+    blocks per tile (quarters) sum the same gradients (float atomics: any order), absgrad's and
+    depth's included; auto (quarters here: these images have fewer tiles than 4 per SM) too;
+    the image is the same."""
     g, cam = cuda_scene(*scene)
-    settings, weights = make_settings("tc_gs", intersect="accutile", **switches), random_weights(cam)
+    weights = random_weights(cam)
 
-    def grads():
+    def grads(split):
+        settings = make_settings("tc_gs", intersect="accutile", tile_split=split, **switches)
         leaves = g.map(lambda t: t.detach().requires_grad_())
         out = render(leaves, cam, settings, background=BACKGROUND)
         loss = (out.image * weights[0]).sum() + (out.alpha * weights[1]).sum()
@@ -226,20 +225,30 @@ def test_four_blocks_a_tile_give_one_blocks_gradients(scene, switches):
         found = {**{k: getattr(leaves, k).grad for k in PARAMS}, "means2d": out.means2d.grad}
         if switches.get("absgrad"):
             found["absgrad"] = out.means2d_absgrad
-        return found
+        return out.image, found
 
-    try:
-        by_split = {}
-        for split in (1, 2, 0):
-            assert ext.set_backward_split(split)
-            by_split[split] = grads()
-        assert ext.set_backward_split(3) is False
-        assert max(max_rel(a, b) for a, b in zip(grads().values(), by_split[0].values())) < 1e-5
-    finally:
-        ext.set_backward_split(0)
-    one, four = by_split[1], by_split[2]
-    assert set(one) == set(four) and one["means2d"].abs().max() > 0
-    errors = {k: max_rel(four[k], one[k]) for k in one}
-    print(scene, switches, {k: f"{v:.1e}" for k, v in errors.items()})
-    assert max(errors.values()) < 1e-5, errors
-    assert max(max_rel(by_split[0][k], one[k]) for k in one) < 1e-5
+    (image, one), (image4, four), (_, auto) = (grads(s) for s in ("none", "quarters", "auto"))
+    assert torch.equal(image, image4) and one["means2d"].abs().max() > 0
+    for other in (four, auto):
+        errors = {k: max_rel(other[k], one[k]) for k in one}
+        print(scene, switches, {k: f"{v:.1e}" for k, v in errors.items()})
+        assert set(other) == set(one) and max(errors.values()) < 1e-5, errors
+
+
+@needs_cuda
+def test_quarters_run_four_blocks_a_tile():
+    """The switch reaches the kernel: quarters launches 4x the blocks of none, at 64 threads."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    g, cam = cuda_scene(*SCENES[1])
+    weights = random_weights(cam)
+    launches = {}
+    for split in ("none", "quarters"):
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            gradients(g, cam, make_settings("tc_gs", tile_split=split), weights)
+            torch.cuda.synchronize()
+        kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA and "blend_backward" in e.name]
+        assert len(kernels) == 1, [e.name for e in kernels]
+        launches[split] = kernels[0].name
+    assert launches["none"] != launches["quarters"], launches  # another template instance (SUB = 2)

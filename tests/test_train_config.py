@@ -54,6 +54,8 @@ def test_every_experiment_composes(experiment, shared, monkeypatch):
     (["rasterizer=tc_gs", "rasterizer.batch=48"], "rasterizer.batch"),
     (["rasterizer=vanilla", "rasterizer.batch=32"], "rasterizer.batch"),  # vanilla has no batches
     (["rasterizer.blend=tcgs", "rasterizer.batch=32"], "rasterizer.batch"),  # nor has the reference
+    (["rasterizer=tc_gs", "rasterizer.tile_split=four"], "rasterizer.tile_split"),
+    (["rasterizer=tc_gs", "rasterizer.backward=gemm_tf32", "rasterizer.tile_split=quarters"], "rasterizer.tile_split"),
     (["data=blender", "data.path=/no/such/scene"], "data.path"),
     (["data=blender"], "data.path"),
     (["ssim_lambda=2"], "ssim_lambda"),

@@ -13,15 +13,15 @@
 #   turbo15k, turbo20k  lego_turbo in 15K / 20K steps (every schedule scaled): the frontier toward
 #             the issue's 30 s (turbo15k in RECIPES by default); any turbo<N>k[_b<M>][_d<D>] likewise,
 #             in N thousand steps [with a budget of M x the initial Gaussians] [the coarsest level
-#             1/D of the size] [_nores: no resolution schedule], e.g. turbo17k, turbo15k_b2.0,
-#             turbo15k_d2, turbo15k_nores. lego_turbo is 15K steps,
+#             1/D of the size] [_nores: no resolution schedule] [_split: rasterizer.tile_split=auto],
+#             e.g. turbo17k, turbo15k_b2.0, turbo15k_d2, turbo15k_nores, turbo15k_split. lego_turbo is 15K steps,
 #             budget 2.5 since 2026-12-06e (before: 30K, 2.0: turbo15k then is turbo15k_b2.0 now)
 #   batch2, batch4  lego_fast with batch_size=k and 30000/k steps (as many views; issue 41): whether k
 #             views a step train faster per view, and what it costs in quality (not in RECIPES by default)
 #   hostprof  no training: experiments/fast_recipes/host_profile.py on lego_turbo at steps 100, 2500
 #             and 12000 (1/4, ~1/2.8, full size in 15K steps): the host's time per step against the step's, launches
-#   splitbench  no training: the blend backward's kernel time with one block a tile (split1) and
-#             four 8x8 ones (split2) at 200x200 .. 800x800 on the first turbo run's model (after it)
+#   splitbench  no training: the blend backward's kernel time with one block a tile (tile_split=none)
+#             and four 8x8 ones (quarters) at 200x200 .. 800x800 on the first turbo run's model (after it)
 #   fastgs    + strategy=fastgs (FastGS's multi-view scores gate densification and steer pruning)
 #   fastgs100, fastgs_nocap, fastgs_3dgsrule  fastgs refining every 100 steps (3DGS's) / without the
 #             0.8 opacity cap / with 3DGS's clone-split rule (percent_dense 0.01, splits by the plain
@@ -50,7 +50,8 @@ for seed in $SEEDS; do for r in $RECIPES; do
     turbo[0-9]*k*) n=${r#turbo}; args="experiment=lego_turbo iterations=${n%%k*}000"
       b=$(grep -o '_b[0-9.]*' <<< "$r"); [ -n "$b" ] && args="$args strategy.options.budget_multiple=${b#_b}"
       d=$(grep -o '_d[0-9.]*' <<< "$r"); [ -n "$d" ] && args="$args schedule.max_downscale=${d#_d}"
-      [[ $r == *_nores* ]] && args="$args schedule.resolution=none" ;;
+      [[ $r == *_nores* ]] && args="$args schedule.resolution=none"
+      [[ $r == *_split* ]] && args="$args rasterizer.tile_split=auto" ;;
     hostprof)  # not a training: is lego_turbo's step bound by the host at 1/4 size, at 1/2, at full size?
       python experiments/fast_recipes/host_profile.py experiment=lego_turbo data.path=/tmp/lego --at 100 2500 12000 \
         --out $out.json > $out.log 2>&1; log "hostprof rc=$?: $(grep -A4 '^| from step' $out.log | tail -3 | tr '\n' ' ')"
@@ -60,8 +61,10 @@ for seed in $SEEDS; do for r in $RECIPES; do
       [ -f $W/splitbench.json ] && continue  # once a session, whatever SEEDS
       model=$(ls -d $W/runs/turbo*_r*/ 2>/dev/null | head -1)
       python experiments/tensor_core_backward/bench.py --lego "$model" --biker /nonexistent \
-        --sizes 200x200,283x283,400x400,800x800 --modes exact,exact@split1,exact@split2 --views 4 --rounds 5 \
-        --out $W/splitbench.json > $W/splitbench.log 2>&1; log "splitbench rc=$? on $model: $(grep -A6 '^| scene' $W/splitbench.log | tr '\n' ' ')"
+        --sizes 200x200,283x283,400x400,800x800 --modes exact --views 4 --rounds 5 \
+        --rasterizers tc_gs:intersect=accutile:tile_split=none,tc_gs:intersect=accutile:tile_split=quarters \
+        --out $W/splitbench.json > $W/splitbench.log 2>&1
+      log "splitbench rc=$? on $model: $(grep -A10 '^| scene' $W/splitbench.log | tr '\n' ' ')"
       continue ;;
     batch2) args="experiment=lego_fast batch_size=2 iterations=15000" ;;
     batch4) args="experiment=lego_fast batch_size=4 iterations=7500" ;;

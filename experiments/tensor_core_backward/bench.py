@@ -13,11 +13,6 @@ once, the order rotated by r, so a drift of the clocks spreads over all modes. P
 - backward ms: the whole backward (blend + preprocess backward) between CUDA events, unprofiled.
 Medians over rounds x views; ratios are exact / mode. Once per case each GEMM mode's gradients
 are compared with exact's (max |difference| per tensor as a share of its max |value|).
-exact@split1 and exact@split2 force the exact backward's blocks per tile side (one block a tile,
-or four 8x8-pixel blocks; plain exact lets the tile count choose): whether images of few tiles
-(lego at 1/4 size in lego_turbo's first steps) train faster split, e.g. --sizes
-200x200,283x283,400x400,800x800 --modes exact,exact@split1,exact@split2; their gradients are
-checked against exact's.
 A mode may name a probe, MODE@walk or MODE@no_atomics (e.g. exact@walk,gemm_tf32@no_atomics):
 the same kernel with a part left out (csrc/kernels.h BackwardProbe, set through the extension's set_backward_probe), so that time
 differences say what the warp sums, the staging and mma, and the atomics cost where ncu cannot
@@ -48,7 +43,6 @@ from gsexp.render import render  # noqa: E402
 SCENE_UP = {"lego": "z", "biker": "-y"}  # Blender scenes are z-up; INRIA/COLMAP PLYs -y
 NAMES = ("means", "log_scales", "quats", "opacity_logits", "sh", "means2d")
 PROBES = {"walk": 2, "no_atomics": 1}  # csrc/kernels.h BackwardProbe
-SPLITS = {"split1": 1, "split2": 2}  # the exact backward's blocks per tile side, forced (csrc/ext.cpp)
 
 
 def split_mode(mode: str) -> tuple[str, str]:
@@ -65,18 +59,17 @@ def probing(probe: str):
         return
     from gsexp.render.cuda import load
     ext = load()
-    setter = ext.set_backward_split if probe in SPLITS else ext.set_backward_probe
-    if not setter({**PROBES, **SPLITS}[probe]):  # every launch uses it until set back
-        sys.exit(f"bench.py: the extension refused {probe!r}: rebuild it (csrc/kernels.h, csrc/ext.cpp)")
+    if not ext.set_backward_probe(PROBES[probe]):  # every launch uses it until set back
+        sys.exit(f"bench.py: the extension refused probe {probe!r}: rebuild it (csrc/kernels.h BackwardProbe)")
     try:
         yield
     finally:
-        setter(0)
+        ext.set_backward_probe(0)
 
 
 def checked(modes) -> list:
     """The modes whose gradients are compared with exact's: not probes, not exact itself."""
-    return [m for m in modes[1:] if split_mode(m)[1] not in PROBES]
+    return [m for m in modes[1:] if not split_mode(m)[1]]
 
 
 def parse_args(argv):
@@ -100,12 +93,9 @@ def parse_args(argv):
     a.modes = a.modes.split(",")
     if a.modes[0] != "exact":
         p.error("--modes: the first must be exact (the ratios and error checks are against it)")
-    bad = [m for m in a.modes if split_mode(m)[1] not in ("", *PROBES, *SPLITS)]
+    bad = [m for m in a.modes if split_mode(m)[1] not in ("", *PROBES)]
     if bad:
-        p.error(f"--modes: {bad[0]!r}: after @ one of {', '.join([*PROBES, *SPLITS])} (MODE@PROBE)")
-    bad = [m for m in a.modes if split_mode(m)[1] in SPLITS and split_mode(m)[0] != "exact"]
-    if bad:
-        p.error(f"--modes: {bad[0]!r}: only the exact backward splits its tiles (exact@split1, exact@split2)")
+        p.error(f"--modes: {bad[0]!r}: a probe must be one of {', '.join(PROBES)} (MODE@PROBE)")
     if a.views < 1 or a.rounds < 1 or a.warmup < 0:
         p.error("--views and --rounds must be >= 1, --warmup >= 0")
     try:

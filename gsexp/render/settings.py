@@ -22,6 +22,7 @@ from gsexp.render.constants import BLENDS, COV2D_DILATION, INTERSECTS, PRECISION
 
 BATCHES = (32, 64, 128)  # Gaussians per pipeline stage of the CUDA matrix blends
 TILE_ORDERS = ("heavy_first", "raster")
+TILE_SPLITS = ("none", "quarters", "auto")  # the exact backward's blocks per tile: one, four 8x8, by tile count
 # The blend backward: exact fp32, or the GEMM form with its operands in a tensor-core format
 # (reference/gemm_backward.py). The CUDA kernels (csrc/backward_gemm.cu) have gemm_fp32 (dL/dpower
 # as two tf32 terms) and gemm_tf32; bf16 and fp16 are studied on the reference only.
@@ -52,7 +53,11 @@ class RasterSettings:
     depth: also `out.depth` (expected depth sum w z / sum w) and `out.depth_accumulated`
     (sum w z), differentiable; every variant (the CUDA blends composite z as a fourth channel).
     absgrad: `out.means2d_absgrad`, filled by backward(): per Gaussian the sum over its pixels of
-    |dL_pixel / d means2d| (AbsGS's densification statistic); the exact backward only."""
+    |dL_pixel / d means2d| (AbsGS's densification statistic); the exact backward only.
+    tile_split: how many blocks walk a tile's list in the CUDA exact backward: none (one), quarters
+    (four, each an 8x8 quarter of the pixels: more SMs busy where an image has few tiles, as at a
+    resolution schedule's coarse levels), auto (quarters below 4 tiles per SM). No effect on the
+    image or the gradients (float atomics: their order), nor on torch."""
 
     intersect: str = "aabb"
     timing: bool = False
@@ -62,6 +67,7 @@ class RasterSettings:
     antialiased: bool = False
     depth: bool = False
     absgrad: bool = False
+    tile_split: str = "none"
 
     name: ClassVar[str] = ""
     backend: ClassVar[str] = ""  # torch | cuda: the module that rasterizes it
@@ -69,6 +75,7 @@ class RasterSettings:
     def __post_init__(self):
         _choice(self, "intersect", INTERSECTS)
         _choice(self, "tile_order", TILE_ORDERS)
+        _choice(self, "tile_split", TILE_SPLITS)
         _choice(self, "backward", BACKWARDS)
         _need(self.backend != "cuda" or self.backward in CUDA_BACKWARDS, "backward",
               f"{self.backward!r} runs on the reference only (rasterizer=torch); the CUDA kernels "
@@ -78,6 +85,9 @@ class RasterSettings:
               f"must be a variance in pixels^2 above 0 (3DGS: 0.3, Mip-Splatting: 0.1), got {d!r}")
         _need(self.backward == "exact" or not self.absgrad, "absgrad",
               f"absgrad needs backward=exact (the per-pixel terms), not {self.backward!r}", InvalidCombination)
+        _need(self.backward == "exact" or self.tile_split == "none", "tile_split",
+              f"{self.tile_split!r} splits the exact backward's tiles; backward={self.backward!r} has one block "
+              "a tile (leave tile_split=none)", InvalidCombination)
         for f in dataclasses.fields(self):
             default = f.default
             if isinstance(default, bool):
