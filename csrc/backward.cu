@@ -55,8 +55,8 @@ __device__ inline Slot grad_slot(const BlendBackwardArgs& args, int k) {
 
 // ABS: also add each pixel's |d/d means2d| to args.grad_means2d_abs (absgrad); DEPTH: the depth
 // channel too, its dL/dz summed into args.grad_depths. Template arguments, so the kernel
-// without them is the one it always was. SUB = 2: four blocks of 8x8 pixels share a tile, each
-// walking the whole list for its pixels (the same sums: each warp adds its own share).
+// without them is the one it always was. SUB = 2: four blocks share a tile, each four of its
+// rows, each walking the whole list for its pixels (the same sums: each warp adds its own share).
 template <int PROBE, bool ABS, bool DEPTH, int SUB = 1>
 __global__ void __launch_bounds__(BLOCK_PIXELS / (SUB * SUB)) blend_backward_kernel(BlendBackwardArgs args) {
   constexpr int NC = BLEND_CHANNELS<DEPTH>;

@@ -30,7 +30,7 @@ enum { PREC_FP32 = 0, PREC_TF32 = 1, PREC_FP16 = 2 };
   X(bool, antialiased, false)      /* preprocess: Mip-Splatting's opacity compensation */         \
   X(bool, absgrad, false)          /* exact backward: also AbsGS's sum of |per-pixel d/d means2d| */ \
   X(bool, depth, false)            /* blends: also sum_i w_i z_i per pixel (BlendArgs::depth) */  \
-  X(int, tile_split, 1)            /* exact backward: blocks per tile side, 1 or 2; 0: by tile count */
+  X(int, tile_split, 1)            /* exact backward, matrix blends: blocks per tile side, 1 or 2; 0: by tile count */
 
 struct RasterOptions {
 #define RASTER_OPTION_FIELD(type, name, value) type name = value;
@@ -64,6 +64,7 @@ struct BlendArgs {
   const float* depths = nullptr;  // [N] view-space z, the fourth channel
   float* depth = nullptr;         // [H,W] sum_i w_i z_i, w_i = alpha_i T_i
   const uint8_t* hit_mask = nullptr;  // [H,W] or null: hit_counts counts only where nonzero (vanilla)
+  int split = 1;  // matrix blends: blocks per tile side (options.tile_split, auto resolved by ext.cpp)
 };
 
 void launch_blend_vanilla(const BlendArgs& args, cudaStream_t stream);

@@ -27,7 +27,6 @@
 
 namespace {
 
-constexpr int WARPS = BLOCK_PIXELS / 32;
 constexpr int CHUNK = 16;        // Gaussians per mma (its M)
 constexpr float TILE_CENTER = 0.5f * (TILE_SIZE - 1);
 
@@ -152,10 +151,13 @@ constexpr int SLAB_STRIDE = CHUNK + 4;
 // exponents to the warp's slab, each pixel reads its 16, keeps a bit for each one at or over
 // ln(1/255) (TC-GS's EarlyCull: the log-domain test before any exp; for GEMM-GS a bound,
 // since o < 1) and then visits only those entries, in list order.
-template <int PREC, int BATCH, bool TCGS, bool DEPTH>
-__global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs args) {
+// SUB = 2 (rasterizer.tile_split): four blocks share a tile, each four of its rows (two warps),
+// each walking the list for its own pixels: the same arithmetic per pixel, so the same image.
+template <int PREC, int BATCH, bool TCGS, bool DEPTH, int SUB = 1>
+__global__ void __launch_bounds__(BLOCK_PIXELS / (SUB * SUB)) blend_matrix_kernel(BlendArgs args) {
   constexpr int NC = BLEND_CHANNELS<DEPTH>;
-  static_assert(BATCH % CHUNK == 0 && BATCH <= BLOCK_PIXELS, "one loader thread per Gaussian of the batch");
+  constexpr int THREADS = BLOCK_PIXELS / (SUB * SUB), WARPS = THREADS / 32;
+  static_assert(BATCH % CHUNK == 0 && BATCH <= THREADS, "one loader thread per Gaussian of the batch");
   __shared__ int s_ids[3][BATCH];
   __shared__ float2 s_xy[2][BATCH];
   __shared__ float4 s_co[2][BATCH];
@@ -166,9 +168,11 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs ar
 
   const RasterOptions opt = args.options;
   const bool cull = !TCGS || opt.early_cull;
-  const TilePixel tp = tile_pixel(args.ranges, args.tile_order, args.tiles_x, args.width, args.height);
+  int local;  // this thread's pixel in the tile; its warp's first is 32 * tile_warp
+  const TilePixel tp = tile_pixel<SUB>(args.ranges, args.tile_order, args.tiles_x, args.width, args.height, &local);
   const int ox = (tp.tile % args.tiles_x) * TILE_SIZE, oy = (tp.tile / args.tiles_x) * TILE_SIZE;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, grp = lane >> 2, tig = lane & 3;
+  const int tile_warp = local / 32;
   const int2 range = tp.range;
   const int num_batches = (range.y - range.x + BATCH - 1) / BATCH;
   const int j_load = threadIdx.x;  // this thread's slot when it is a loader
@@ -178,7 +182,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs ar
   float mine[8];  // this pixel's vector (the fp32 path's dot product)
   {
     float u, v;
-    pixel_uv(threadIdx.x, ox, oy, opt.g2l, u, v);
+    pixel_uv(local, ox, oy, opt.g2l, u, v);
     pixel_vector<PREC>(u, v, mine);
   }
   // B fragments of this warp's four 8-pixel column blocks, fixed for the whole list.
@@ -186,7 +190,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs ar
   if constexpr (PREC != PREC_FP32) {
     for (int nt = 0; nt < 4; ++nt) {
       float u, v;
-      pixel_uv(32 * warp + 8 * nt + grp, ox, oy, opt.g2l, u, v);
+      pixel_uv(32 * tile_warp + 8 * nt + grp, ox, oy, opt.g2l, u, v);
       if constexpr (PREC == PREC_FP16) {
         bfrag[nt][0] = pack_half2(pixel_entry<PREC>(u, v, 2 * tig), pixel_entry<PREC>(u, v, 2 * tig + 1));
       } else {
@@ -260,7 +264,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs ar
     }
   };
   for (int b = 0; b < num_batches; ++b) {
-    if (__syncthreads_count(done) == BLOCK_PIXELS) break;
+    if (__syncthreads_count(done) == THREADS) break;
     const int count = min(BATCH, range.y - range.x - b * BATCH), buf = b & 1;
     load_ids(b + 2);       // in flight: ids(b+1), features(b), ids(b+2)
     cp_async_wait<2>();    // ids(b+1) landed
@@ -334,6 +338,14 @@ __global__ void __launch_bounds__(BLOCK_PIXELS) blend_matrix_kernel(BlendArgs ar
 
 template <int PREC, bool TCGS, bool DEPTH>
 void launch(const BlendArgs& args, int tiles, cudaStream_t stream) {
+  if (args.split == 2) {  // 64 threads a block: batches of at most 64 (the same image)
+    const int blocks = 4 * tiles, threads = BLOCK_PIXELS / 4;
+    if (args.options.batch == 32)
+      blend_matrix_kernel<PREC, 32, TCGS, DEPTH, 2><<<blocks, threads, 0, stream>>>(args);
+    else
+      blend_matrix_kernel<PREC, 64, TCGS, DEPTH, 2><<<blocks, threads, 0, stream>>>(args);
+    return;
+  }
   switch (args.options.batch) {
     case 32: blend_matrix_kernel<PREC, 32, TCGS, DEPTH><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;
     case 64: blend_matrix_kernel<PREC, 64, TCGS, DEPTH><<<tiles, BLOCK_PIXELS, 0, stream>>>(args); break;

@@ -22,18 +22,22 @@ struct TilePixel {
   int2 range;
 };
 
-// SUB > 1: SUB x SUB blocks share a tile, each a (TILE_SIZE / SUB)^2 part of its pixels; block b
-// is part b % SUB^2 of the tile that `order` gives b / SUB^2.
+// SUB > 1: SUB x SUB blocks share a tile, each a strip of TILE_SIZE / SUB^2 of its rows (whole
+// rows: a matrix blend's warp holds two). Block b is strip b % SUB^2 of the tile that `order`
+// gives b / SUB^2; local: the thread's pixel index within the tile (row-major).
 template <int SUB = 1>
-__device__ inline TilePixel tile_pixel(const int* ranges, const int* order, int tiles_x, int width, int height) {
-  constexpr int SIDE = TILE_SIZE / SUB;
+__device__ inline TilePixel tile_pixel(const int* ranges, const int* order, int tiles_x, int width, int height,
+                                       int* local = nullptr) {
+  constexpr int THREADS = TILE_SIZE * TILE_SIZE / (SUB * SUB);
   const int block = (int)blockIdx.x / (SUB * SUB), part = (int)blockIdx.x % (SUB * SUB);
   const int tile = order ? order[block] : block;
-  TilePixel p;
-  p.tile = tile;
-  p.x = (tile % tiles_x) * TILE_SIZE + (part % SUB) * SIDE + (int)threadIdx.x % SIDE;
-  p.y = (tile / tiles_x) * TILE_SIZE + (part / SUB) * SIDE + (int)threadIdx.x / SIDE;
-  p.inside = p.x < width && p.y < height;
-  p.range = reinterpret_cast<const int2*>(ranges)[tile];
-  return p;
+  const int p = part * THREADS + (int)threadIdx.x;
+  if (local) *local = p;
+  TilePixel t;
+  t.tile = tile;
+  t.x = (tile % tiles_x) * TILE_SIZE + p % TILE_SIZE;
+  t.y = (tile / tiles_x) * TILE_SIZE + p / TILE_SIZE;
+  t.inside = t.x < width && t.y < height;
+  t.range = reinterpret_cast<const int2*>(ranges)[tile];
+  return t;
 }

@@ -115,8 +115,8 @@ bool set_backward_probe(int probe) {
   return true;
 }
 
-// The exact blend backward's blocks per tile side from options.tile_split: 1, 2, or 0 (auto): 2
-// for images of fewer tiles than 4 per SM. Lego at 1/4 size has 169 tiles, a few dozen holding
+// The blocks per tile side of the exact blend backward and the matrix blends, from
+// options.tile_split: 1, 2, or 0 (auto): 2 for images of fewer tiles than 4 per SM. Lego at 1/4 size has 169 tiles, a few dozen holding
 // its whole list, and there its backward took twice a full-size one's (H100,
 // experiments/fast_recipes); four blocks a tile spread those lists over more SMs.
 int blocks_per_tile_side(int tile_split, int tiles) {
@@ -285,6 +285,7 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_forward(
     args.depth = depth.data_ptr<float>();
   }
   if (hit_mask) args.hit_mask = hit_mask->data_ptr<uint8_t>();
+  args.split = blocks_per_tile_side(options.tile_split, cam.tiles_x * cam.tiles_y);
   if (options.blend == BLEND_VANILLA) launch_blend_vanilla(args, stream);
   else launch_blend_matrix(args, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -129,7 +129,7 @@ struct BlendBackwardArgs {
 //   PROBE_NO_ATOMICS: everything but the atomic adds;  PROBE_WALK: only the back-to-front walk
 //   and each pair's values (no warp sums, staging, mma or atomics).
 enum BackwardProbe { PROBE_NONE = 0, PROBE_NO_ATOMICS = 1, PROBE_WALK = 2 };
-// split: blocks per tile side (1, or 2: four 8x8-pixel blocks a tile, for images of few tiles,
+// split: blocks per tile side (1, or 2: four blocks of four rows a tile, for images of few tiles,
 // where one block a tile leaves SMs idle while each walks a long list).
 void launch_blend_backward(const BlendBackwardArgs& args, int probe, int split, cudaStream_t stream);
 // backward_gemm.cu: the same gradients with the per-Gaussian sums as tensor-core GEMMs;

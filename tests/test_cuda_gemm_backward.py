@@ -207,8 +207,8 @@ def test_gemm_backward_matches_its_float64_emulation(scene, variant, backward):
 @pytest.mark.parametrize("switches", [{}, {"absgrad": True}, {"depth": True}], ids=["plain", "absgrad", "depth"])
 @pytest.mark.parametrize("scene", [SCENES[0], SCENES[3]])
 def test_four_blocks_a_tile_give_one_blocks_gradients(scene, switches):
-    """rasterizer.tile_split: the exact backward with one block per tile (none) and with four 8x8
-    blocks per tile (quarters) sum the same gradients (float atomics: any order), absgrad's and
+    """rasterizer.tile_split: the exact backward with one block per tile (none) and with four
+    blocks of four rows per tile (quarters) sum the same gradients (float atomics: any order), absgrad's and
     depth's included; auto (quarters here: these images have fewer tiles than 4 per SM) too;
     the image is the same."""
     g, cam = cuda_scene(*scene)
@@ -236,8 +236,27 @@ def test_four_blocks_a_tile_give_one_blocks_gradients(scene, switches):
 
 
 @needs_cuda
+@pytest.mark.parametrize("name, switches", [("gemm_gs", {"precision": "fp32"}), ("gemm_gs", {"precision": "tf32"}),
+                                            ("tc_gs", {}), ("tc_gs", {"depth": True, "batch": 32}),
+                                            ("tc_gs", {"half_blend": True, "intersect": "accutile"}),
+                                            ("vanilla", {})])
+@pytest.mark.parametrize("scene", [SCENES[0], SCENES[3]])
+def test_four_blocks_a_tile_render_the_same_image(scene, name, switches):
+    """The matrix blends with tile_split=quarters (four blocks of four rows a tile, batches of at
+    most 64) do each pixel's arithmetic as with one block: every output is bit for bit the same
+    (vanilla's blend ignores the switch)."""
+    g, cam = cuda_scene(*scene)
+    one, four = (render(g, cam, make_settings(name, tile_split=split, **switches), background=BACKGROUND)
+                 for split in ("none", "quarters"))
+    for key in ("image", "alpha", "n_contrib", "radii", "depth"):
+        a, b = getattr(one, key), getattr(four, key)
+        assert (a is None and b is None) or torch.equal(a, b), key
+    assert one.alpha.max() > 0
+
+
+@needs_cuda
 def test_quarters_run_four_blocks_a_tile():
-    """The switch reaches the kernel: quarters launches 4x the blocks of none, at 64 threads."""
+    """The switch reaches the kernels: quarters runs other instances of the blend and its backward."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -248,7 +267,8 @@ def test_quarters_run_four_blocks_a_tile():
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             gradients(g, cam, make_settings("tc_gs", tile_split=split), weights)
             torch.cuda.synchronize()
-        kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA and "blend_backward" in e.name]
-        assert len(kernels) == 1, [e.name for e in kernels]
-        launches[split] = kernels[0].name
-    assert launches["none"] != launches["quarters"], launches  # another template instance (SUB = 2)
+        names = {e.name for e in prof.events() if e.device_type == DeviceType.CUDA and "blend_" in e.name}
+        launches[split] = ({n for n in names if "blend_backward" in n}, {n for n in names if "blend_matrix" in n})
+        assert all(len(found) == 1 for found in launches[split]), names
+    for new, old in zip(launches["quarters"], launches["none"]):
+        assert new != old, launches  # other template instances (SUB = 2)

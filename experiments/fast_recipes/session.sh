@@ -21,7 +21,7 @@
 #   hostprof  no training: experiments/fast_recipes/host_profile.py on lego_turbo at steps 100, 2500
 #             and 12000 (1/4, ~1/2.8, full size in 15K steps): the host's time per step against the step's, launches
 #   splitbench  no training: the blend backward's kernel time with one block a tile (tile_split=none)
-#             and four 8x8 ones (quarters) at 200x200 .. 800x800 on the first turbo run's model (after it)
+#             and four of four rows each (quarters) at 200x200 .. 800x800 on the first turbo run's model (after it)
 #   fastgs    + strategy=fastgs (FastGS's multi-view scores gate densification and steer pruning)
 #   fastgs100, fastgs_nocap, fastgs_3dgsrule  fastgs refining every 100 steps (3DGS's) / without the
 #             0.8 opacity cap / with 3DGS's clone-split rule (percent_dense 0.01, splits by the plain

@@ -22,7 +22,7 @@ from gsexp.render.constants import BLENDS, COV2D_DILATION, INTERSECTS, PRECISION
 
 BATCHES = (32, 64, 128)  # Gaussians per pipeline stage of the CUDA matrix blends
 TILE_ORDERS = ("heavy_first", "raster")
-TILE_SPLITS = ("none", "quarters", "auto")  # the exact backward's blocks per tile: one, four 8x8, by tile count
+TILE_SPLITS = ("none", "quarters", "auto")  # blocks per tile: one, four (four rows each), by tile count
 # The blend backward: exact fp32, or the GEMM form with its operands in a tensor-core format
 # (reference/gemm_backward.py). The CUDA kernels (csrc/backward_gemm.cu) have gemm_fp32 (dL/dpower
 # as two tf32 terms) and gemm_tf32; bf16 and fp16 are studied on the reference only.
@@ -54,10 +54,11 @@ class RasterSettings:
     (sum w z), differentiable; every variant (the CUDA blends composite z as a fourth channel).
     absgrad: `out.means2d_absgrad`, filled by backward(): per Gaussian the sum over its pixels of
     |dL_pixel / d means2d| (AbsGS's densification statistic); the exact backward only.
-    tile_split: how many blocks walk a tile's list in the CUDA exact backward: none (one), quarters
-    (four, each an 8x8 quarter of the pixels: more SMs busy where an image has few tiles, as at a
-    resolution schedule's coarse levels), auto (quarters below 4 tiles per SM). No effect on the
-    image or the gradients (float atomics: their order), nor on torch."""
+    tile_split: how many blocks walk a tile's list in the CUDA exact backward and the matrix blends
+    (gemm_gs, tc_gs): none (one), quarters (four, each four of the tile's rows: more SMs busy where
+    an image has few tiles, as at a resolution schedule's coarse levels), auto (quarters below 4
+    tiles per SM). The same image, bit for bit, and the same gradients (float atomics: their
+    order); no effect on vanilla's blend nor on torch."""
 
     intersect: str = "aabb"
     timing: bool = False
