@@ -13,8 +13,9 @@
 #   turbo15k, turbo20k  lego_turbo in 15K / 20K steps (every schedule scaled): the frontier toward
 #             the issue's 30 s (turbo15k in RECIPES by default); any turbo<N>k[_b<M>][_d<D>] likewise,
 #             in N thousand steps [with a budget of M x the initial Gaussians] [the coarsest level
-#             1/D of the size] [_nores: no resolution schedule] [_split: rasterizer.tile_split=auto],
-#             e.g. turbo17k, turbo15k_b2.0, turbo15k_d2, turbo15k_nores, turbo15k_split. lego_turbo is 15K steps,
+#             1/D of the size] [_f<F>: full size from F x the steps, e.g. _f0.35] [_nores: no resolution
+#             schedule] [_split: rasterizer.tile_split=auto], e.g. turbo17k, turbo15k_b2.0, turbo15k_d2,
+#             turbo15k_f0.35, turbo15k_nores, turbo15k_split. lego_turbo is 15K steps,
 #             budget 2.5 since 2026-12-06e (before: 30K, 2.0: turbo15k then is turbo15k_b2.0 now)
 #   batch2, batch4  lego_fast with batch_size=k and 30000/k steps (as many views; issue 41): whether k
 #             views a step train faster per view, and what it costs in quality (not in RECIPES by default)
@@ -50,6 +51,7 @@ for seed in $SEEDS; do for r in $RECIPES; do
     turbo[0-9]*k*) n=${r#turbo}; args="experiment=lego_turbo iterations=${n%%k*}000"
       b=$(grep -o '_b[0-9.]*' <<< "$r"); [ -n "$b" ] && args="$args strategy.options.budget_multiple=${b#_b}"
       d=$(grep -o '_d[0-9.]*' <<< "$r"); [ -n "$d" ] && args="$args schedule.max_downscale=${d#_d}"
+      f=$(grep -o '_f0\.[0-9]*' <<< "$r"); [ -n "$f" ] && args="$args schedule.full_at=${f#_f}"
       [[ $r == *_nores* ]] && args="$args schedule.resolution=none"
       [[ $r == *_split* ]] && args="$args rasterizer.tile_split=auto" ;;
     hostprof)  # not a training: is lego_turbo's step bound by the host at 1/4 size, at 1/2, at full size?
