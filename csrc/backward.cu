@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(BLOCK_PIXELS / (SUB * SUB)) blend_backward_ker
 }
 
 template <int SUB>
-void launch_split(const BlendBackwardArgs& args, int tiles, cudaStream_t stream) {
+void launch_exact(const BlendBackwardArgs& args, int tiles, cudaStream_t stream) {
   const bool abs = args.grad_means2d_abs, depth = args.grad_depths;
   const int blocks = tiles * SUB * SUB, threads = BLOCK_PIXELS / (SUB * SUB);
   if (abs && depth)
@@ -151,7 +151,7 @@ void launch_blend_backward(const BlendBackwardArgs& args, int probe, int split, 
   else if (probe == PROBE_NO_ATOMICS)
     blend_backward_kernel<PROBE_NO_ATOMICS, false, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
   else if (split == 2)
-    launch_split<2>(args, tiles, stream);
+    launch_exact<2>(args, tiles, stream);
   else
-    launch_split<1>(args, tiles, stream);
+    launch_exact<1>(args, tiles, stream);
 }

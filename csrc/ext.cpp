@@ -116,9 +116,10 @@ bool set_backward_probe(int probe) {
 }
 
 // The blocks per tile side of the exact blend backward and the matrix blends, from
-// options.tile_split: 1, 2, or 0 (auto): 2 for images of fewer tiles than 4 per SM. Lego at 1/4 size has 169 tiles, a few dozen holding
-// its whole list, and there its backward took twice a full-size one's (H100,
-// experiments/fast_recipes); four blocks a tile spread those lists over more SMs.
+// options.tile_split: 1, 2, or 0 (auto): 2 for images of fewer tiles than 4 per SM. Lego at 1/4
+// size has 169 tiles, a few dozen holding its whole list, and there its backward took twice a
+// full-size one's (H100, experiments/fast_recipes); four blocks a tile spread those lists over
+// more SMs.
 int blocks_per_tile_side(int tile_split, int tiles) {
   if (tile_split) return tile_split;
   static int sms = 0;  // the first device's: a process trains on one

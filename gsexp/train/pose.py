@@ -140,9 +140,9 @@ class _MoveCuda(torch.autograd.Function):
     def forward(ctx, means, quats, delta, rot_t, center):
         from gsexp.render.cuda.build import load
 
-        means, quats = means.contiguous(), quats.contiguous()
+        means, quats, rot_t = means.contiguous(), quats.contiguous(), rot_t.contiguous()
         ctx.save_for_backward(means, quats, delta, rot_t, center)
-        moved_means, moved_quats = load().pose_move_forward(means, quats, delta, rot_t.contiguous(), center)
+        moved_means, moved_quats = load().pose_move_forward(means, quats, delta, rot_t, center)
         return moved_means, moved_quats
 
     @staticmethod
@@ -151,5 +151,5 @@ class _MoveCuda(torch.autograd.Function):
 
         means, quats, delta, rot_t, center = ctx.saved_tensors
         g_means_in, g_quats_in, g_delta = load().pose_move_backward(
-            g_means.contiguous(), g_quats.contiguous(), means, quats, delta, rot_t.contiguous(), center)
+            g_means.contiguous(), g_quats.contiguous(), means, quats, delta, rot_t, center)
         return g_means_in, g_quats_in, g_delta, None, None
