@@ -49,6 +49,19 @@ def test_combined_recipes_are_their_own_rows(tmp_path):
                                                   ("| beer_prepared_tcgs_accutile", "turbo12k", "1")]
 
 
+def test_the_table_knows_every_feature_run_sh_trains(tmp_path):
+    """A feature run.sh trains but the table does not name would fold into another row's name."""
+    import re
+
+    text = (REPO / "experiments" / "real_captures" / "run.sh").read_text()
+    block = text[text.index("declare -A FEAT=("):text.index("declare -A FEAT_ITERS")]
+    trained = set(re.findall(r"^\s*\[(\w+)\]=", block, re.M)) - {"base"}
+    assert trained == set(features_table.FEATURES)
+    write(tmp_path, "fern_prepared_tcgs_accutile_turbo12k_ns", [26.0, 28.0])
+    rows = [r.split(" | ") for r in features_table.table([tmp_path]).splitlines()[2:]]
+    assert [(r[0], r[1]) for r in rows] == [("| fern_prepared_tcgs_accutile", "turbo12k_ns")]
+
+
 def test_feature_ops_counts_each_feature():
     """experiments/real_captures/feature_ops.py: a torch-op count per per-view feature, forward and
     backward, on the CPU."""

@@ -156,6 +156,10 @@ def test_the_frontier_plot_reads_a_sessions_folder(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "turbo15k:   28.2 s  35.41 dB" in done.stdout and "(2 run(s))" in done.stdout
     assert out.stat().st_size > 10_000
+    alex = subprocess.run([sys.executable, str(script), str(REPO / "experiments/fast_recipes/h100_2026-12-06f"),
+                           "--out", str(out)], capture_output=True, text=True)  # a session scored on AlexNet alone
+    assert alex.returncode == 0, alex.stderr
+    assert "turbo15k_nores_split:   27.6 s  35.67 dB  LPIPS 0.0108" in alex.stdout
     bad = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True)
     assert bad.returncode == 2 and "no runs/ folder" in bad.stderr and "Traceback" not in bad.stderr
 

@@ -8,15 +8,18 @@
 #   fast      experiment=lego_fast
 #   res       + schedule.resolution=auto
 #   budget    + strategy=budget (2x the initial Gaussians)
-#   turbo     experiment=lego_turbo (both, the budget following the resolution: DashGaussian's primitive schedule)
-#   turbo_free  lego_turbo without the primitive schedule (strategy.options.follow_resolution=false)
+#   turbo     experiment=lego_turbo (the budget, 15K steps; no resolution schedule since 2026-12-06f:
+#             before, it had one, the budget following it)
+#   turbo_free  lego_turbo with the schedule but without the primitive schedule (follow_resolution=false)
 #   turbo15k, turbo20k  lego_turbo in 15K / 20K steps (every schedule scaled): the frontier toward
-#             the issue's 30 s (turbo15k in RECIPES by default); any turbo<N>k[_b<M>][_d<D>] likewise,
-#             in N thousand steps [with a budget of M x the initial Gaussians] [the coarsest level
-#             1/D of the size] [_f<F>: full size from F x the steps, e.g. _f0.35] [_nores: no resolution
-#             schedule] [_split: rasterizer.tile_split=auto], e.g. turbo17k, turbo15k_b2.0, turbo15k_d2,
-#             turbo15k_f0.35, turbo15k_nores, turbo15k_split. lego_turbo is 15K steps,
-#             budget 2.5 since 2026-12-06e (before: 30K, 2.0: turbo15k then is turbo15k_b2.0 now)
+#             the issue's 30 s; any turbo<N>k[_b<M>][_d<D>]... likewise, in N thousand steps [with a
+#             budget of M x the initial Gaussians] [_res: with the resolution schedule] [_d<D>: its
+#             coarsest level 1/D of the size] [_f<F>: full size from F x the steps, e.g. _f0.35]
+#             [_nores: no resolution schedule] [_split: tile_split=auto] [_nosplit: tile_split=none]
+#             [_quarters: tile_split=quarters at every size], e.g. turbo12k, turbo15k_res_nosplit
+#             (lego_turbo of 2026-12-06e), turbo15k_res_d2, turbo15k_quarters.
+#             History: 12-06e's turbo15k_b2.5 is 12-06f's turbo (res, no split); 12-06f's turbo15k_nores_split
+#             ran lego_turbo's kernels (at 800x800 tile_split=auto is none)
 #   batch2, batch4  lego_fast with batch_size=k and 30000/k steps (as many views; issue 41): whether k
 #             views a step train faster per view, and what it costs in quality (not in RECIPES by default)
 #   hostprof  no training: experiments/fast_recipes/host_profile.py on lego_turbo at steps 100, 2500
@@ -50,10 +53,13 @@ for seed in $SEEDS; do for r in $RECIPES; do
     turbo_free) args="experiment=lego_turbo strategy.options.follow_resolution=false" ;;  # no primitive schedule
     turbo[0-9]*k*) n=${r#turbo}; args="experiment=lego_turbo iterations=${n%%k*}000"
       b=$(grep -o '_b[0-9.]*' <<< "$r"); [ -n "$b" ] && args="$args strategy.options.budget_multiple=${b#_b}"
+      [[ $r == *_res* ]] && args="$args schedule.resolution=auto"
       d=$(grep -o '_d[0-9.]*' <<< "$r"); [ -n "$d" ] && args="$args schedule.max_downscale=${d#_d}"
       f=$(grep -o '_f0\.[0-9]*' <<< "$r"); [ -n "$f" ] && args="$args schedule.full_at=${f#_f}"
       [[ $r == *_nores* ]] && args="$args schedule.resolution=none"
-      [[ $r == *_split* ]] && args="$args rasterizer.tile_split=auto" ;;
+      [[ $r == *_split* ]] && args="$args rasterizer.tile_split=auto"
+      [[ $r == *_nosplit* ]] && args="$args rasterizer.tile_split=none"
+      [[ $r == *_quarters* ]] && args="$args rasterizer.tile_split=quarters" ;;
     hostprof)  # not a training: is lego_turbo's step bound by the host at 1/4 size, at 1/2, at full size?
       python experiments/fast_recipes/host_profile.py experiment=lego_turbo data.path=/tmp/lego --at 100 2500 12000 \
         --out $out.json > $out.log 2>&1; log "hostprof rc=$?: $(grep -A4 '^| from step' $out.log | tail -3 | tr '\n' ' ')"

@@ -17,8 +17,8 @@ from collections import defaultdict
 from pathlib import Path
 
 # longest first where one name starts another (turbo15k_app before turbo15k before turbo)
-FEATURES = ("app", "pose", "both", "grid", "gridpose", "turbo15k_app", "turbo15k_grid", "turbo15k", "turbo12k",
-            "turbo")
+FEATURES = ("app", "pose", "both", "grid", "gridpose", "turbo15k_app", "turbo15k_grid", "turbo15k_ns", "turbo12k_ns",
+            "turbo15k", "turbo12k", "turbo")
 NAME = re.compile(rf"^(?P<base>.+?)(?:_(?P<feat>{'|'.join(FEATURES)}))?(?:_s(?P<seed>\d+))?$")
 
 

@@ -47,10 +47,14 @@ declare -A FEAT=(
   # issue 41's combined recipes: the turbo recipe with each colour model
   [turbo15k_app]="strategy=budget strategy.options.budget=300000 schedule.resolution=auto appearance=affine"
   [turbo15k_grid]="strategy=budget strategy.options.budget=300000 schedule.resolution=auto appearance=bilateral_grid"
+  # the turbo recipe without the resolution schedule, four blocks a tile where tiles are few (lego's
+  # best point on 2026-12-06f): does the schedule cost fern its dB?
+  [turbo15k_ns]="strategy=budget strategy.options.budget=300000 rasterizer.tile_split=auto"
+  [turbo12k_ns]="strategy=budget strategy.options.budget=300000 rasterizer.tile_split=auto"
 )
 # features trained for another number of steps than ITERS (issue 40: the recipe at half the time;
 # turbo12k: 0.4x base's steps, where turbo15k's 0.58x of base's time missed issue 40's 0.5x)
-declare -A FEAT_ITERS=([turbo15k]=15000 [turbo12k]=12000 [turbo15k_app]=15000 [turbo15k_grid]=15000)
+declare -A FEAT_ITERS=([turbo15k]=15000 [turbo12k]=12000 [turbo15k_app]=15000 [turbo15k_grid]=15000 [turbo15k_ns]=15000 [turbo12k_ns]=12000)
 declare -A RASTER=(
   [vanilla]="rasterizer=vanilla"
   [tcgs_accutile]="rasterizer=tc_gs rasterizer.intersect=accutile"
