@@ -17,7 +17,7 @@ W=/tmp/peers; mkdir -p $W/runs $W/renders
 log() { echo "[$(date +%T)] $*" | tee -a $W/steps.log; }
 pip_target() { python3 -m pip install -q --no-index --no-deps --no-compile --target "$1" "${@:2}" > $W/pip_$(basename "$1").log 2>&1; }
 ROUNDS=${ROUNDS:-1}   # 2 where the device time allows (the issue asks 2)
-TRAINERS=${TRAINERS:-"gsexp main v153"}
+TRAINERS=${TRAINERS:-"gsexp main v153"}   # also: turbo (gsexp experiment=lego_turbo)
 ITERS=${ITERS:-30000}
 pack() {  # everything small into one archive under $OUT (a call brings back 8 files)
   mkdir -p "$OUT"; cp $W/steps.log "$OUT"/ 2>/dev/null
@@ -91,7 +91,8 @@ for r in ${ROUND_LIST:-$(seq "$ROUNDS")}; do for t in $TRAINERS; do   # ROUND_LI
   out=$W/runs/${t}_r$r; [ -f $out.json ] && continue
   s=$(date +%s)
   case $t in
-    gsexp) python train.py experiment=lego_fast data.path=/tmp/lego logger=none hydra.run.dir=$out > $out.log 2>&1 &&
+    gsexp|turbo) exp=lego_fast; [ $t = turbo ] && exp=lego_turbo   # turbo: issue 40's recipe beside the peers
+      python train.py experiment=$exp data.path=/tmp/lego logger=none hydra.run.dir=$out > $out.log 2>&1 &&
              python experiments/peers/render_views.py $out --cameras .device/lego_test_cameras.json \
                --out $W/renders/${t}_r$r >> $out.log 2>&1 && cp $out/summary.json $out.json ;;
     main|v153)
