@@ -20,12 +20,14 @@
 #             (lego_turbo of 2026-12-06e), turbo15k_res_d2, turbo15k_quarters.
 #             History: 12-06e's turbo15k_b2.5 is 12-06f's turbo (res, no split); 12-06f's turbo15k_nores_split
 #             ran lego_turbo's kernels (at 800x800 tile_split=auto is none)
+#   fast_quarters  lego_fast with tile_split=quarters (splitbench: quarters was faster at 800x800 too)
 #   batch2, batch4  lego_fast with batch_size=k and 30000/k steps (as many views; issue 41): whether k
 #             views a step train faster per view, and what it costs in quality (not in RECIPES by default)
 #   hostprof  no training: experiments/fast_recipes/host_profile.py on lego_turbo at steps 100, 2500
 #             and 12000 (1/4, ~1/2.8, full size in 15K steps): the host's time per step against the step's, launches
 #   splitbench  no training: the blend backward's kernel time with one block a tile (tile_split=none)
-#             and four of four rows each (quarters) at 200x200 .. 800x800 on the first turbo run's model (after it)
+#             and four of four rows each (quarters) at 200x200 .. 1600x1600 on the first turbo run's model
+#             (after it), and the forward's render time (python -m gsexp.bench) at 200 .. 1600 square
 #   fastgs    + strategy=fastgs (FastGS's multi-view scores gate densification and steer pruning)
 #   fastgs100, fastgs_nocap, fastgs_3dgsrule  fastgs refining every 100 steps (3DGS's) / without the
 #             0.8 opacity cap / with 3DGS's clone-split rule (percent_dense 0.01, splits by the plain
@@ -43,6 +45,7 @@ for seed in $SEEDS; do for r in $RECIPES; do
   out=$W/runs/${r}_r$seed; [ -f $out.json ] && continue
   case $r in
     fast) args="experiment=lego_fast" ;;
+    fast_quarters) args="experiment=lego_fast rasterizer.tile_split=quarters" ;;  # four blocks a tile at 800x800 too
     res) args="experiment=lego_fast schedule.resolution=auto" ;;
     budget) args="experiment=lego_fast strategy=budget strategy.options.budget_multiple=2.0" ;;
     fastgs) args="experiment=lego_fast strategy=fastgs" ;;
@@ -68,11 +71,16 @@ for seed in $SEEDS; do for r in $RECIPES; do
       # finished turbo run's model at lego_turbo's sizes (experiments/tensor_core_backward/bench.py)
       [ -f $W/splitbench.json ] && continue  # once a session, whatever SEEDS
       model=$(ls -d $W/runs/turbo*_r*/ 2>/dev/null | head -1)
+      specs=tc_gs:intersect=accutile:tile_split=none,tc_gs:intersect=accutile:tile_split=quarters
       python experiments/tensor_core_backward/bench.py --lego "$model" --biker /nonexistent \
-        --sizes 200x200,283x283,400x400,800x800 --modes exact --views 4 --rounds 5 \
-        --rasterizers tc_gs:intersect=accutile:tile_split=none,tc_gs:intersect=accutile:tile_split=quarters \
-        --out $W/splitbench.json > $W/splitbench.log 2>&1
-      log "splitbench rc=$? on $model: $(grep -A10 '^| scene' $W/splitbench.log | tr '\n' ' ')"
+        --sizes 200x200,283x283,400x400,800x800,1600x1600 --modes exact --views 4 --rounds 5 \
+        --rasterizers $specs --out $W/splitbench.json > $W/splitbench.log 2>&1
+      log "splitbench rc=$? on $model: $(grep -A12 '^| scene' $W/splitbench.log | tr '\n' ' ')"
+      for size in 200 400 800 1600; do  # the forward (the matrix blend splits too): render time, same images
+        python -m gsexp.bench --checkpoint "$model" --up z --width $size --height $size --num-cameras 4 \
+          --rasterizers $specs --no-gsplat --json $W/splitbench_fwd_$size.json >> $W/splitbench_fwd.log 2>&1
+        log "splitbench forward ${size}x$size rc=$?: $(grep -E 'tile_split=(none|quarters)' $W/splitbench_fwd.log | tail -2 | tr -s ' ' | tr '\n' ' ')"
+      done
       continue ;;
     batch2) args="experiment=lego_fast batch_size=2 iterations=15000" ;;
     batch4) args="experiment=lego_fast batch_size=4 iterations=7500" ;;
