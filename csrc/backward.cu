@@ -142,7 +142,7 @@ void launch_exact(const BlendBackwardArgs& args, int tiles, cudaStream_t stream)
 
 }  // namespace
 
-void launch_blend_backward(const BlendBackwardArgs& args, int probe, int split, cudaStream_t stream) {
+void launch_blend_backward(const BlendBackwardArgs& args, int probe, cudaStream_t stream) {
   int tiles = args.tiles_x * args.tiles_y;
   if (tiles == 0) return;
   // The probes time the kernel without depth (their gradients are wrong anyway), one block a tile.
@@ -150,7 +150,7 @@ void launch_blend_backward(const BlendBackwardArgs& args, int probe, int split, 
     blend_backward_kernel<PROBE_WALK, false, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
   else if (probe == PROBE_NO_ATOMICS)
     blend_backward_kernel<PROBE_NO_ATOMICS, false, false><<<tiles, BLOCK_PIXELS, 0, stream>>>(args);
-  else if (split == 2)
+  else if (args.split == 2)
     launch_exact<2>(args, tiles, stream);
   else
     launch_exact<1>(args, tiles, stream);

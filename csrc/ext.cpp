@@ -360,8 +360,9 @@ std::tuple<std::vector<torch::Tensor>, Stages> rasterize_backward(
     args.grad_depths = grad_depths.data_ptr<float>();
   }
   const int probe = backward_probe;
+  args.split = blocks_per_tile_side(options.tile_split, args.tiles_x * args.tiles_y);
   if (options.backward == BACKWARD_EXACT)
-    launch_blend_backward(args, probe, blocks_per_tile_side(options.tile_split, args.tiles_x * args.tiles_y), stream);
+    launch_blend_backward(args, probe, stream);
   else
     launch_blend_backward_gemm(args, options.backward == BACKWARD_GEMM_FP32, probe, stream);
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -117,6 +117,7 @@ struct BlendBackwardArgs {
   float* grad_opacity;      // [N]
   float* grad_colors;       // [N,3]
   int width, height, tiles_x, tiles_y;
+  int split = 1;  // exact backward: blocks per tile side, as BlendArgs::split
   float* grad_means2d_abs = nullptr;  // [N,2] or null (absgrad, exact backward only): AbsGS's sum
                                       // over pixels of |d L_pixel / d means2d| (accumulated)
   // depth (with options.depth and a gradient for it; blend.h BLEND_CHANNELS):
@@ -131,7 +132,7 @@ struct BlendBackwardArgs {
 enum BackwardProbe { PROBE_NONE = 0, PROBE_NO_ATOMICS = 1, PROBE_WALK = 2 };
 // split: blocks per tile side (1, or 2: four blocks of four rows a tile, for images of few tiles,
 // where one block a tile leaves SMs idle while each walks a long list).
-void launch_blend_backward(const BlendBackwardArgs& args, int probe, int split, cudaStream_t stream);
+void launch_blend_backward(const BlendBackwardArgs& args, int probe, cudaStream_t stream);
 // backward_gemm.cu: the same gradients with the per-Gaussian sums as tensor-core GEMMs;
 // split: dL/dpower as two tf32 terms (else one, rounded).
 void launch_blend_backward_gemm(const BlendBackwardArgs& args, bool split, int probe, cudaStream_t stream);
