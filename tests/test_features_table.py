@@ -26,8 +26,22 @@ def test_features_and_seeds_group_and_the_spread_is_per_view(tmp_path):
     assert len(rows) == 2
     base, both = (r.split(" | ") for r in rows)
     assert base[1:4] == ["base", "2", "24.25"] and base[7] == "200"
-    assert base[9] == "3.50, 5.00 |"   # view 0: 20 vs 22, view 1: 30 vs 25
-    assert both[1:5] == ["both", "2", "23.62", "24.00"] and both[9] == "0.25, 0.50 |"
+    assert base[9] == "3.50, 5.00"   # view 0: 20 vs 22, view 1: 30 vs 25
+    assert both[1:5] == ["both", "2", "23.62", "24.00"] and both[9] == "0.25, 0.50"
+    assert base[10] == both[10] == "– |"  # no metrics.jsonl beside the summaries
+
+
+def test_the_peak_of_the_periodic_test_psnr_and_its_step(tmp_path):
+    """Where a run's metrics.jsonl lies beside its summary: its best periodic evaluation (beer's
+    peaks at 1-3K steps and falls after), the mean peak over seeds and each seed's step."""
+    for name, curve in (("beer_prepared_tcgs_accutile", [23.7, 23.6, 21.1]),
+                        ("beer_prepared_tcgs_accutile_s1", [23.1, 23.9, 22.0])):
+        write(tmp_path, name, [21.0, 22.0])
+        rows = [{"step": 1000 * (i + 1), "eval/psnr": p} for i, p in enumerate(curve)]
+        rows.insert(1, {"step": 1500, "train/loss": 0.1})  # not an evaluation
+        (tmp_path / name / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    (row,) = [r.split(" | ") for r in features_table.table([tmp_path]).splitlines()[2:]]
+    assert row[10] == "23.80 @ 1K/2K |"
 
 
 def test_turbo_at_half_the_steps_is_its_own_row(tmp_path):

@@ -5,7 +5,9 @@
 Runs are named <data>_<raster>[_<feature>][_s<seed>] (run.sh). One row per data x raster x
 feature: the mean over its seeds of PSNR, cc_psnr, SSIM, LPIPS, Gaussians and training time, and
 the per-view seed spread: per test view the PSNR range over the seeds, averaged over the views
-(and its largest view), the figure the issue asks before and after.
+(and its largest view), the figure the issue asks before and after; and where a run's
+metrics.jsonl lies beside its summary, the peak of its periodic test PSNR and the step it fell on
+(beer's and fern's test PSNR peak at 1-3K steps and fall after: the runs over-train).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pathlib import Path
 
 # longest first where one name starts another (turbo15k_app before turbo15k before turbo)
 FEATURES = ("app", "pose", "both", "grid", "gridpose", "turbo15k_app", "turbo15k_grid", "turbo15k_ns", "turbo12k_ns",
-            "turbo15k", "turbo12k", "turbo")
+            "turbo15k", "turbo12k", "turbo", "short5k", "sh0", "sh1")
 NAME = re.compile(rf"^(?P<base>.+?)(?:_(?P<feat>{'|'.join(FEATURES)}))?(?:_s(?P<seed>\d+))?$")
 
 
@@ -31,8 +33,18 @@ def runs(folders) -> dict:
             if s.get("status") != "ok":
                 continue
             m = NAME.match(path.parent.name)
-            found[(m["base"], m["feat"] or "base")][int(m["seed"] or 0)] = s
+            found[(m["base"], m["feat"] or "base")][int(m["seed"] or 0)] = {**s, "peak": peak(path.parent)}
     return found
+
+
+def peak(run: Path):
+    """(PSNR, step) of the run's best periodic test evaluation (metrics.jsonl), or None."""
+    path = run / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    evals = [(row["eval/psnr"], row["step"]) for row in map(json.loads, path.read_text().splitlines())
+             if "eval/psnr" in row]
+    return max(evals) if evals else None
 
 
 def mean(values):
@@ -57,17 +69,19 @@ def fmt(value, spec):
 
 
 def table(folders) -> str:
-    lines = ["| run | feature | seeds | PSNR | cc_psnr | SSIM | LPIPS | Gaussians | train s | view spread dB (mean, max) |",
-             "|" + "---|" * 10]
+    lines = ["| run | feature | seeds | PSNR | cc_psnr | SSIM | LPIPS | Gaussians | train s | view spread dB (mean, max) "
+             "| peak test PSNR @ step |", "|" + "---|" * 11]
     order = {f: i for i, f in enumerate(("base",) + FEATURES)}
     for (base, feat), seeds in sorted(runs(folders).items(), key=lambda kv: (kv[0][0], order[kv[0][1]])):
         got = list(seeds.values())
         avg = {k: mean([s.get(k) for s in got]) for k in ("psnr", "cc_psnr", "ssim", "lpips", "num_gaussians",
                                                            "train_seconds")}
         mean_range, max_range = spread(seeds)
+        peaks = [s["peak"] for s in got if s["peak"]]
+        top = f"{mean([p[0] for p in peaks]):.2f} @ {'/'.join(f'{p[1] // 1000}K' for p in peaks)}" if peaks else "–"
         lines.append(f"| {base} | {feat} | {len(got)} | {fmt(avg['psnr'], '.2f')} | {fmt(avg['cc_psnr'], '.2f')} | "
                      f"{fmt(avg['ssim'], '.4f')} | {fmt(avg['lpips'], '.4f')} | {fmt(avg['num_gaussians'], ',.0f')} | "
-                     f"{fmt(avg['train_seconds'], '.1f')} | {fmt(mean_range, '.2f')}, {fmt(max_range, '.2f')} |")
+                     f"{fmt(avg['train_seconds'], '.1f')} | {fmt(mean_range, '.2f')}, {fmt(max_range, '.2f')} | {top} |")
     return "\n".join(lines)
 
 

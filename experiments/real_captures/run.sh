@@ -51,10 +51,15 @@ declare -A FEAT=(
   # best point on 2026-12-06f): does the schedule cost fern its dB?
   [turbo15k_ns]="strategy=budget strategy.options.budget=300000 rasterizer.tile_split=auto"
   [turbo12k_ns]="strategy=budget strategy.options.budget=300000 rasterizer.tile_split=auto"
+  # beer's and fern's test PSNR peak at 1-3K steps and fall after (2026-12-06f): over-training?
+  # short5k: 5K steps; sh0 / sh1: no view-dependent colour, or degree 1 (3DGS raises it to 3 by 3K)
+  [short5k]=""
+  [sh0]="model.sh_degree=0"
+  [sh1]="model.sh_degree=1"
 )
 # features trained for another number of steps than ITERS (issue 40: the recipe at half the time;
 # turbo12k: 0.4x base's steps, where turbo15k's 0.58x of base's time missed issue 40's 0.5x)
-declare -A FEAT_ITERS=([turbo15k]=15000 [turbo12k]=12000 [turbo15k_app]=15000 [turbo15k_grid]=15000 [turbo15k_ns]=15000 [turbo12k_ns]=12000)
+declare -A FEAT_ITERS=([turbo15k]=15000 [turbo12k]=12000 [turbo15k_app]=15000 [turbo15k_grid]=15000 [turbo15k_ns]=15000 [turbo12k_ns]=12000 [short5k]=5000)
 declare -A RASTER=(
   [vanilla]="rasterizer=vanilla"
   [tcgs_accutile]="rasterizer=tc_gs rasterizer.intersect=accutile"
