@@ -42,7 +42,8 @@ def main(argv=None) -> int:
     if not pts:
         p.error(f"{a.folder}: no run has 200-view scores (scores_*/<run>.json)")
     out = a.out or a.folder / "quality_vs_train_time.png"
-    plot_quality_vs_speed(pts, out, f"lego, 200 test views, LPIPS on {'VGG' if net == 'vgg' else 'AlexNet'}", x="train_seconds")
+    title = f"lego, 200 test views, LPIPS on {'VGG' if net == 'vgg' else 'AlexNet'}"
+    plot_quality_vs_speed(pts, out, title, x="train_seconds")
     for q in sorted(pts, key=lambda q: q["train_seconds"]):
         print(f"{q['variant']:>12}: {q['train_seconds']:6.1f} s  {q['psnr']:.2f} dB  LPIPS {q['lpips']:.4f}  "
               f"({q['runs']} run(s))")

@@ -92,7 +92,8 @@ class BilateralGridAppearance(PerView):
 
 def _hat(position: torch.Tensor, cells: int) -> torch.Tensor:
     """[P, cells]: linear interpolation weights of positions in cell units (0 .. cells - 1)."""
-    return (1 - (position[:, None] - torch.arange(cells, dtype=position.dtype, device=position.device)).abs()).clamp_min(0)
+    cell = torch.arange(cells, dtype=position.dtype, device=position.device)
+    return (1 - (position[:, None] - cell).abs()).clamp_min(0)
 
 
 class _Slice(torch.autograd.Function):
