@@ -69,8 +69,8 @@ def fmt(value, spec):
 
 
 def table(folders) -> str:
-    lines = ["| run | feature | seeds | PSNR | cc_psnr | SSIM | LPIPS | Gaussians | train s | view spread dB (mean, max) "
-             "| peak test PSNR @ step |", "|" + "---|" * 11]
+    lines = ["| run | feature | seeds | PSNR | cc_psnr | SSIM | LPIPS | Gaussians | train s "
+             "| view spread dB (mean, max) | peak test PSNR @ step |", "|" + "---|" * 11]
     order = {f: i for i, f in enumerate(("base",) + FEATURES)}
     for (base, feat), seeds in sorted(runs(folders).items(), key=lambda kv: (kv[0][0], order[kv[0][1]])):
         got = list(seeds.values())
@@ -78,10 +78,12 @@ def table(folders) -> str:
                                                            "train_seconds")}
         mean_range, max_range = spread(seeds)
         peaks = [s["peak"] for s in got if s["peak"]]
-        top = f"{mean([p[0] for p in peaks]):.2f} @ {'/'.join(f'{p[1] // 1000}K' for p in peaks)}" if peaks else "–"
+        steps = "/".join(f"{p[1] // 1000}K" for p in peaks)
+        top = f"{mean([p[0] for p in peaks]):.2f} @ {steps}" if peaks else "–"
         lines.append(f"| {base} | {feat} | {len(got)} | {fmt(avg['psnr'], '.2f')} | {fmt(avg['cc_psnr'], '.2f')} | "
                      f"{fmt(avg['ssim'], '.4f')} | {fmt(avg['lpips'], '.4f')} | {fmt(avg['num_gaussians'], ',.0f')} | "
-                     f"{fmt(avg['train_seconds'], '.1f')} | {fmt(mean_range, '.2f')}, {fmt(max_range, '.2f')} | {top} |")
+                     f"{fmt(avg['train_seconds'], '.1f')} | {fmt(mean_range, '.2f')}, {fmt(max_range, '.2f')} | "
+                     f"{top} |")
     return "\n".join(lines)
 
 
