@@ -23,8 +23,8 @@
 # Fourth session (the grid after its backward fix, the combined recipes, fern; issues 40 and 41):
 #   PEER_RUNS="" PROFILE_FEATS="grid" STUDY_DATAS="beer_prepared fern_prepared" STUDY_FEATS="base turbo12k turbo15k grid turbo15k_grid turbo15k_app" STUDY_SEEDS="0"
 # Fifth session (why the test views peak in the first 3K steps, fern without the schedule, the grid's speed):
-#   PEER_RUNS="" PROFILE_FEATS="grid" STUDY_DATAS="fern_prepared beer_prepared" STUDY_FEATS="short5k sh0 sh1 turbo12k_ns turbo15k_ns grid" STUDY_SEEDS="0"
-# (~2 min of set-up and profile, then ~4 min a scene before the grid; the 12-06f base and turbo runs
+#   PEER_RUNS="" PROFILE_FEATS="grid" STUDY_DATAS="fern_prepared beer_prepared" STUDY_FEATS="dens3k short5k sh0 b100k turbo12k_ns turbo15k_ns sh1 grid" STUDY_SEEDS="0"
+# (~2 min of set-up and profile, then ~6 min a scene before the grid; the 12-06f base and turbo runs
 # are not repeated: copy them beside for the table)
 set -u
 # What runs (defaults: the first session's plan)

@@ -56,6 +56,10 @@ declare -A FEAT=(
   [short5k]=""
   [sh0]="model.sh_degree=0"
   [sh1]="model.sh_degree=1"
+  # densification stopped at 3K (3DGS: 15K), or a budget of 100K: at 1/8 size on the CPU beer held
+  # 24.2-24.4 dB with densification stopped at 1K where the plain run fell to 22.9
+  [dens3k]="strategy.options.refine_stop=3000"
+  [b100k]="strategy=budget strategy.options.budget=100000"
 )
 # features trained for another number of steps than ITERS (issue 40: the recipe at half the time;
 # turbo12k: 0.4x base's steps, where turbo15k's 0.58x of base's time missed issue 40's 0.5x)
