@@ -405,6 +405,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                     py::arg("gemm_tf32") = (int)BACKWARD_GEMM_TF32);
   m.attr("intersect_ids") = py::dict(py::arg("aabb") = (int)INTERSECT_AABB, py::arg("snugbox") = (int)INTERSECT_SNUGBOX,
                                      py::arg("accutile") = (int)INTERSECT_ACCUTILE);
+  // tile_split: blocks per tile side, as blocks_per_tile_side reads it (0: by the tile count)
+  m.attr("tile_split_ids") = py::dict(py::arg("none") = 1, py::arg("quarters") = 2, py::arg("auto") = 0);
   m.def("rasterize_forward", &rasterize_forward, "gsexp: preprocess, duplicate, sort, ranges, blend");
   m.def("rasterize_backward", &rasterize_backward, "gsexp: the shared exact fp32 backward");
   m.def("set_backward_probe", &set_backward_probe, "gsexp: leave a part of the blend backward out (timing only); false for an unknown id");

@@ -28,7 +28,7 @@ def options_of(settings):
         return cached
     ext = load()
     ids = {"blend": ext.blend_ids, "precision": ext.precision_ids, "intersect": ext.intersect_ids,
-           "backward": ext.backward_ids, "tile_split": {"none": 1, "quarters": 2, "auto": 0}}  # blocks per tile side
+           "backward": ext.backward_ids, "tile_split": ext.tile_split_ids}
     o = ext.RasterOptions()
     for key, value in {**settings.formula, **settings.switches()}.items():
         if hasattr(o, key):
