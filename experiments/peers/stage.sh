@@ -59,7 +59,8 @@ real)  # .device_real for session_real.sh: beer and fern's photos, pycolmap (as 
   cp ../shared/wheels/device/*.whl "$dst"/whl/
   sed 's#\.device/#.device_real/#g' .device/env.sh > "$dst"/env.sh 2>/dev/null ||
     { echo "stage.sh real: stage .device first (bash experiments/peers/stage.sh train): its env.sh is reused" >&2; exit 1; }
-  cp "$PEER_WHEELS"/gsplat-1.6.0-*.whl "$PEER_WHEELS"/fused_ssim-*.whl "$PEER_WHEELS"/commits.env "$dst"/peer_whl/
+  cp "$PEER_WHEELS"/gsplat-1.6.0-*.whl "$PEER_WHEELS"/fused_ssim-*.whl "$PEER_WHEELS"/commits.env "$dst"/peer_whl/ 2>/dev/null ||
+    echo "stage.sh real: no peer wheels in $PEER_WHEELS: gsexp's study only (run session_real.sh with PEER_RUNS=\"\")" >&2
   rm -rf /tmp/pycolmap_u && mkdir /tmp/pycolmap_u && unzip -q -d /tmp/pycolmap_u ../shared/wheels/device-colmap/pycolmap-*.whl
   tar cf - -C /tmp/pycolmap_u . | xz -9e > "$dst"/pycolmap.tar.xz && rm -rf /tmp/pycolmap_u
   cp -r ../shared/data/colmap/beer ../shared/data/llff/fern "$dst"/data/
