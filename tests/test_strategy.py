@@ -288,6 +288,26 @@ def test_default_white_background_resets_once_at_refine_start():
         assert torch.sigmoid(params["opacity_logits"]).max().item() == pytest.approx(expected, abs=1e-2)
 
 
+def test_a_short_run_resets_opacity_as_often_as_scaled_unless_reset_every_outlasts_densification():
+    """fern lost 1.5 dB to the resets a 10K run packs in (one every 1000 steps; experiments/peers/
+    h100_2026-12-07_real): run.sh's fast10k_d3k_nr densifies from 500 to 3000 and never resets."""
+    def opacity_after(s, steps):
+        params, opts, _, _ = setup()
+        with torch.no_grad():
+            params["opacity_logits"][:] = 2.0
+        state = s.initial_state()
+        for step in steps:
+            s.step_post_backward(params, opts, state, step, no_visible_grad(100), 40, 32)
+        return torch.sigmoid(params["opacity_logits"]).max().item()
+
+    plain = DefaultStrategy(scene_extent=1.0).scaled(10_000)
+    assert (plain.refine_start, plain.refine_stop, plain.reset_every) == (167, 5000, 1000)
+    assert opacity_after(plain, [1000]) == pytest.approx(0.01, abs=1e-3)
+    kept = DefaultStrategy(scene_extent=1.0, refine_start=1500, refine_stop=9000, reset_every=30_000).scaled(10_000)
+    assert (kept.refine_every, kept.refine_start, kept.refine_stop, kept.reset_every) == (100, 500, 3000, 10_000)
+    assert opacity_after(kept, range(100, 10_001, 100)) == pytest.approx(0.88, abs=1e-2)
+
+
 def test_default_outside_schedule_does_nothing_but_accumulate():
     params, opts, out, cam = setup()
     s = DefaultStrategy()

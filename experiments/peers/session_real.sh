@@ -29,7 +29,12 @@
 # Sixth session (the fern bar without the schedule: capture_fast in 10K steps, densification to 3K;
 # the over-training features; then the grid on beer alone, a second pass of this script):
 #   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="fern_prepared beer_prepared" STUDY_SEEDS="0"
-#   STUDY_FEATS="fast10k fast10k_dens3k turbo12k_ns dens3k b100k short5k sh0"
+#   STUDY_FEATS="fast10k fast10k_dens3k turbo12k_ns dens3k b100k short5k"
+# (ran 2026-12-07: experiments/peers/h100_2026-12-07_real/results.md has the grid's pass too)
+# Seventh session (issue 40's fern bar: dens3k's first 10K / 8K steps, never resetting, beside base
+# in one session for the time ratio; two seeds):
+#   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="fern_prepared beer_prepared"
+#   STUDY_FEATS="fast10k_d3k_nr base fast8k_d3k_nr" STUDY_SEEDS="0 1"   (~5 min a scene)
 set -u
 # What runs (defaults: the first session's plan)
 PEER_RUNS=${PEER_RUNS-beer_prepared:0 fern_prepared:0}   # data:seed, each trained by both trainers ("": none)
