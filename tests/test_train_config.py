@@ -62,10 +62,26 @@ def test_every_experiment_composes(experiment, shared, monkeypatch):
     (["compress=prune", "+compress.options.ratoi=0.5"], "compress.options"),
     (["compress=prune", "compress.options.ratio=1.5"], "compress.options"),
     (["+data.pathh=1"], "data.pathh"),
+    (["+strategy.options.refine_evry=100"], "strategy.options"),
+    (["strategy=budget", "strategy.options.budget=0"], "strategy.options"),
 ])
 def test_bad_configs_name_the_key(overrides, key):
     with pytest.raises(ConfigError, match=f"'{key}'"):
         validate(compose_train(overrides))
+
+
+@pytest.mark.parametrize("strategy", ["default", "budget", "fastgs", "mcmc"])
+def test_a_zero_interval_is_refused_not_run_every_step(strategy):
+    """scaled() lifts an interval to 1 step: refine_every=0 refined every step (57K Gaussians by
+    step 147 on the synthetic scene), reset_every=0 reset opacity every step."""
+    with pytest.raises(ConfigError, match="refine_every must be a number of steps >= 1"):
+        validate(compose_train([f"strategy={strategy}", "strategy.options.refine_every=0"]))
+    if strategy != "mcmc":  # MCMC has no reset
+        with pytest.raises(ConfigError, match="reset_every .* to never reset, set it at or above refine_stop"):
+            validate(compose_train([f"strategy={strategy}", "strategy.options.reset_every=0"]))
+    with pytest.raises(ConfigError, match="refine_start must be a number of steps >= 0"):
+        validate(compose_train([f"strategy={strategy}", "strategy.options.refine_start=-1"]))
+    validate(compose_train([f"strategy={strategy}", "strategy.options.refine_start=0"]))  # 0 is a step
 
 
 def test_misspelled_key_and_option_fail_at_composition():

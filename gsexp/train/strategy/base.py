@@ -51,6 +51,16 @@ class Strategy:
     INTERVAL_FIELDS: ClassVar[tuple[str, ...]] = ()
     FLOOR_FIELDS: ClassVar[tuple[str, ...]] = ()
 
+    def __post_init__(self):
+        # 0 would not mean "off": scaled() lifts an interval to 1, so refine_every=0 refined every step
+        for name in self.SCHEDULE_FIELDS:
+            low, value = (1 if name in self.INTERVAL_FIELDS else 0), getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
+                hint = (" (resets happen only while densifying: to never reset, set it at or above refine_stop)"
+                        if name == "reset_every" else "")
+                raise ValueError(f"{type(self).__name__}: {name} must be a number of steps >= {low} "
+                                 f"(for a 30K-step run; scaled to iterations), got {value!r}{hint}")
+
     def initial_state(self) -> dict:
         return {}
 

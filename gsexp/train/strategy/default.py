@@ -77,6 +77,7 @@ class DefaultStrategy(Strategy):
     ABSGRAD_RULES: ClassVar[tuple[str, ...]] = ("split", "both", "quantile")
 
     def __post_init__(self):
+        super().__post_init__()
         if self.absgrad_rule not in self.ABSGRAD_RULES:
             raise ValueError(f"{type(self).__name__}: absgrad_rule must be one of {', '.join(self.ABSGRAD_RULES)}, "
                              f"got {self.absgrad_rule!r}")
