@@ -47,8 +47,11 @@ export D=$S/data W=$RC R=$P/rc GSEXP_SHARED=$PWD/$S/shared EXTRA="log_every=100 
 RUN="bash experiments/real_captures/run.sh"
 log start
 tar xJf $S/pycolmap.tar.xz -C /tmp/site; log "pycolmap rc=$?"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peer_main $S/peer_whl/gsplat-1.6.0-*.whl \
-  $S/peer_whl/fused_ssim-*.whl > $P/pip_main.log 2>&1; log "gsplat main install rc=$?"
+if [ -n "$PEER_RUNS" ]; then   # stage.sh real stages no peer wheels where none were built
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peer_main $S/peer_whl/gsplat-1.6.0-*.whl \
+    $S/peer_whl/fused_ssim-*.whl > $P/pip_main.log 2>&1; log "gsplat main install rc=$?"
+  source $S/peer_whl/commits.env; export GSPLAT_COMMIT FUSED_SSIM_COMMIT
+fi
 python -c "from gsexp.render.cuda import build; build.load()" > $P/build.log 2>&1; log "gsexp build rc=$?"
 # no host sync in a training step, with each per-view feature (the first session's pose runs synced)
 # and the trainer's own Adam container (stop 48) on CUDA: its first GPU run
@@ -61,7 +64,6 @@ if [ -z "${SKIP_CHECKS:-}" ]; then
 fi
 DATAS="$PEER_RUNS $STUDY_DATAS" $RUN scenes > $P/scenes.log 2>&1; log "prepare beer, fern rc=$?"
 for data in beer_prepared fern_prepared; do cp $RC/$data/prepare.json $P/$data.prepare.json 2>/dev/null; done
-source $S/peer_whl/commits.env; export GSPLAT_COMMIT FUSED_SSIM_COMMIT
 for item in $PEER_RUNS; do
   data=${item%%:*}; seed=${item##*:}; scene=$RC/$data
   [ -f $P/${data}_test_cameras.json ] ||
