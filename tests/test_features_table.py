@@ -92,3 +92,26 @@ def test_feature_ops_counts_each_feature():
     counts = {name: int(ops) for name, ops, _ in found}
     assert set(counts) == {"pose_opt", "affine", "bilateral_grid"} and all(int(us) > 0 for *_, us in found)
     assert 0 < counts["pose_opt"] < 300, counts  # 397 with autograd's graph of the motion (aa89c1d), 232 written out
+
+
+def test_curves_draw_each_runs_periodic_test_psnr_by_capture(tmp_path, capsys):
+    """experiments/real_captures/curves.py: one panel per capture, a line per feature (seed s as
+    _s<s>), the evaluations in step order; runs without evaluations are left out."""
+    import curves
+
+    def run(name, points):
+        (tmp_path / name).mkdir()
+        rows = [{"step": 0, "train/loss": 0.1}] + [{"step": s, "eval/psnr": p} for s, p in points]
+        (tmp_path / name / "metrics.jsonl").write_text("\n".join(map(json.dumps, rows)))
+
+    run("fern_prepared_tcgs_accutile", [(2000, 27.8), (1000, 28.7)])
+    run("fern_prepared_tcgs_accutile_dens3k_s1", [(1000, 28.9)])
+    run("beer_prepared_tcgs_accutile_short5k", [(1000, 22.6)])
+    run("beer_prepared_tcgs_accutile_grid", [])
+    found = curves.curves([tmp_path])
+    assert found == {"fern": {"base": [(1000, 28.7), (2000, 27.8)], "dens3k_s1": [(1000, 28.9)]},
+                     "beer": {"short5k": [(1000, 22.6)]}}
+    assert curves.curves([tmp_path], only=["base"]) == {"fern": {"base": [(1000, 28.7), (2000, 27.8)]}}
+    curves.main([str(tmp_path), "--out", str(tmp_path / "c.png")])
+    assert "fern base: peak 28.70 dB @ 1K, end 27.80 @ 2K" in capsys.readouterr().out
+    assert (tmp_path / "c.png").stat().st_size > 1000
