@@ -191,12 +191,11 @@ def check_schedule(sc, need) -> None:
              f"divisors >= 1 that end at 1 (full resolution), got {d}; {example}")
 
 
-def check_strategy(strategy) -> None:
+def check_strategy(strategy, need) -> None:
     """Before a run folder exists: a misspelt or out-of-range strategy option stops here."""
     from gsexp.train.strategy import make_strategy
 
-    if strategy.name not in STRATEGIES:
-        raise ConfigError(f"config key 'strategy.name': {strategy.name!r} is not one of {', '.join(STRATEGIES)}")
+    need(strategy.name in STRATEGIES, "strategy.name", f"{strategy.name!r} is not one of {', '.join(STRATEGIES)}")
     try:
         make_strategy(strategy.name, **OmegaConf.to_container(strategy.options, resolve=True))
     except (TypeError, ValueError) as err:
@@ -262,7 +261,7 @@ def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
     merged.rasterizer = {"_target_": merged.rasterizer._target_, **raster.switches()}  # as the run uses them
     need(raster.backend != "cuda" or merged.device != "cpu", "device",
          f"rasterizer={raster.name} runs on a GPU; set device=cuda (or auto), or use rasterizer=torch on the CPU")
-    check_strategy(merged.strategy)
+    check_strategy(merged.strategy, need)
     check_schedule(merged.schedule, need)
     choice("appearance.name", APPEARANCES)
     check_per_view(merged, need)

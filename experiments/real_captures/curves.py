@@ -10,19 +10,11 @@ Steps, not seconds, on the x axis: the sessions' machines differ (2026-12-07's h
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from features_table import NAME  # noqa: E402  (run.sh's names)
-
-
-def curve(run: Path) -> list[tuple[int, float]]:
-    """(step, test PSNR) of each periodic evaluation, in step order."""
-    path = run / "metrics.jsonl"
-    rows = map(json.loads, path.read_text().splitlines()) if path.is_file() else []
-    return sorted((row["step"], row["eval/psnr"]) for row in rows if "eval/psnr" in row)
+from features_table import NAME, curve  # noqa: E402  (run.sh's names, a run's evaluations)
 
 
 def curves(folders, only=None) -> dict:

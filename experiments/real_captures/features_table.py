@@ -21,7 +21,7 @@ from pathlib import Path
 # longest first where one name starts another (turbo15k_app before turbo15k before turbo)
 FEATURES = ("app", "pose", "both", "grid", "gridpose", "turbo15k_app", "turbo15k_grid", "turbo15k_ns", "turbo12k_ns",
             "turbo15k", "turbo12k", "turbo", "short5k", "sh0", "sh1", "dens3k", "b100k",
-            "fast10k", "fast10k_dens3k", "fast10k_d3k_nr", "fast8k_d3k_nr")
+            "fast10k_dens3k", "fast10k_d3k_nr", "fast10k", "fast8k_d3k_nr")
 NAME = re.compile(rf"^(?P<base>.+?)(?:_(?P<feat>{'|'.join(FEATURES)}))?(?:_s(?P<seed>\d+))?$")
 
 
@@ -38,14 +38,16 @@ def runs(folders) -> dict:
     return found
 
 
-def peak(run: Path):
-    """(PSNR, step) of the run's best periodic test evaluation (metrics.jsonl), or None."""
+def curve(run: Path) -> list[tuple[int, float]]:
+    """(step, test PSNR) of each periodic evaluation in the run's metrics.jsonl, in step order."""
     path = run / "metrics.jsonl"
-    if not path.is_file():
-        return None
-    evals = [(row["eval/psnr"], row["step"]) for row in map(json.loads, path.read_text().splitlines())
-             if "eval/psnr" in row]
-    return max(evals) if evals else None
+    rows = map(json.loads, path.read_text().splitlines()) if path.is_file() else []
+    return sorted((row["step"], row["eval/psnr"]) for row in rows if "eval/psnr" in row)
+
+
+def peak(run: Path):
+    """(PSNR, step) of the run's best periodic test evaluation, or None."""
+    return max(((psnr, step) for step, psnr in curve(run)), default=None)
 
 
 def mean(values):
