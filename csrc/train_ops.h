@@ -33,3 +33,10 @@ std::vector<torch::Tensor> pose_move_forward(torch::Tensor means, torch::Tensor 
 std::vector<torch::Tensor> pose_move_backward(torch::Tensor g_means, torch::Tensor g_quats, torch::Tensor means,
                                               torch::Tensor quats, torch::Tensor delta, torch::Tensor rot_t,
                                               torch::Tensor center);
+
+// appearance=bilateral_grid's slice and transform (csrc/bilateral.cu; gsexp/train/appearance.py):
+// image [3,H,W] the render, grid [12,L,GY,GX] one photo's changes from identity, contiguous float32
+// CUDA. Forward: the render through each pixel's sampled 3x4 transform; backward: {dL/dimage,
+// dL/dgrid} from dL/dout.
+torch::Tensor bilateral_slice_forward(torch::Tensor image, torch::Tensor grid);
+std::vector<torch::Tensor> bilateral_slice_backward(torch::Tensor g_out, torch::Tensor image, torch::Tensor grid);

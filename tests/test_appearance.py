@@ -156,3 +156,30 @@ def test_the_grids_gradients_are_grid_samples(h, w, gx, gy, gz):
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
     assert theirs[0][1].abs().sum() > 0 and theirs[0][0].abs().sum() == 0  # only photo 1's grid moves
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("h, w, gx, gy, gz", [(13, 21, 16, 16, 8), (40, 30, 5, 7, 3), (9, 9, 1, 4, 1),
+                                             (720, 1280, 16, 16, 8), (37, 1000, 16, 3, 8)])
+def test_the_grids_cuda_kernels_match_the_torch_path(h, w, gx, gy, gz):
+    """csrc/bilateral.cu (float32, the grid's gradient summed per warp) against apply()'s torch
+    ops in float64 on the GPU: the output, and the image's and the grid's gradients; luma past 0
+    and 1 included, pixels of a warp on both sides of a cell boundary (1000 wide on 16 cells)."""
+    from gsexp.train.appearance import _SliceCuda
+
+    torch.manual_seed(h + gx)
+    app = BilateralGridAppearance(1, "cuda", grid_x=gx, grid_y=gy, grid_luma=gz)
+    grid64 = (torch.randn(app.delta.shape[1:], dtype=torch.float64, device="cuda") * 0.3).requires_grad_()
+    image64 = (torch.rand(3, h, w, dtype=torch.float64, device="cuda") * 1.4 - 0.2).requires_grad_()
+    ref = app.sliced(image64, grid64)
+    grad = torch.randn_like(ref)
+    ref_grads = torch.autograd.grad(ref, (image64, grid64), grad)
+    image, grid = (t.detach().float().requires_grad_() for t in (image64, grid64))
+    out = _SliceCuda.apply(image, grid)
+    grads = torch.autograd.grad(out, (image, grid), grad.float())
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out.double(), ref.detach(), rtol=0, atol=1e-5)
+    for name, got, want in zip(("image", "grid"), grads, ref_grads):
+        scale = want.abs().max().item()
+        torch.testing.assert_close(got.double(), want, rtol=0, atol=2e-5 * max(scale, 1.0), msg=name)
+    assert ref_grads[1].abs().sum() > 0

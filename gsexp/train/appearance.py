@@ -51,10 +51,16 @@ class BilateralGridAppearance(PerView):
 
     def apply(self, image: torch.Tensor, view: int) -> torch.Tensor:
         """[3, H, W] render -> the training photo `view`'s colours."""
+        if image.is_cuda:  # one launch each way (csrc/bilateral.cu) for ~45 host dispatches
+            return _SliceCuda.apply(image, self.delta[view])
+        return self.sliced(image, self.delta[view])
+
+    def sliced(self, image: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+        """apply() in torch ops, for any device and dtype: the CUDA kernels' reference."""
         _, h, w = image.shape
         weights, xy, wx, wy = self._constants(h, w, image)
         luma = torch.einsum("c,chw->hw", weights, image).clamp(0, 1)
-        d = _Slice.apply(self.delta[view], luma, xy, wx, wy)  # [12, H, W]
+        d = _Slice.apply(grid, luma, xy, wx, wy)  # [12, H, W]
         return transform(image, d.view(3, 4, h, w))
 
     def _constants(self, h: int, w: int, like: torch.Tensor):
@@ -123,6 +129,26 @@ class _Slice(torch.autograd.Function):
                 grad[None, :, None].contiguous(), grid[None], at, 0, 1, True, [False, True])  # bilinear, border
             g_luma = 2 * g_at[0, 0, ..., 2]
         return g_grid, g_luma, None, None, None
+
+
+class _SliceCuda(torch.autograd.Function):
+    """apply()'s luma, slice and transform in csrc/bilateral.cu, float32; the torch path above is
+    its reference (tests/test_bilateral_cuda.py)."""
+
+    @staticmethod
+    def forward(ctx, image, grid):
+        from gsexp.render.cuda.build import load
+
+        image, grid = image.float().contiguous(), grid.contiguous()
+        ctx.save_for_backward(image, grid)
+        return load().bilateral_slice_forward(image, grid)
+
+    @staticmethod
+    def backward(ctx, grad):
+        from gsexp.render.cuda.build import load
+
+        image, grid = ctx.saved_tensors
+        return tuple(load().bilateral_slice_backward(grad.float().contiguous(), image, grid))
 
 
 def make_appearance(cfg, num_images: int, device):

@@ -14,7 +14,8 @@ import torch
 
 CSRC = Path(__file__).resolve().parents[3] / "csrc"
 SOURCES = ("ext.cpp", "preprocess.cu", "binning.cu", "blend_vanilla.cu", "blend_matrix.cu", "backward.cu",
-           "backward_gemm.cu", "ssim.cu", "adam.cu", "densify.cu", "pose.cu")
+           "backward_gemm.cu", "ssim.cu", "adam.cu", "densify.cu", "pose.cu",
+           "bilateral.cu")
 # Same flags for every variant: sm_90a code (Hopper) plus compute_90 PTX for newer GPUs.
 NVCC_FLAGS = ["-O3", "--use_fast_math", "-lineinfo",
               "-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_90,code=compute_90"]
