@@ -147,6 +147,41 @@ __global__ void slice_backward_kernel(const float* __restrict__ g_out, const flo
   add_grid_grad(g_d, p, live, cell, gx, gy, levels, g_grid);
 }
 
+// The grid's total variation, as appearance.py's regularization: per axis of (L, GY, GX) with more
+// than one cell, the mean over the grid's neighbour pairs of their squared difference, summed; and
+// its gradient, gathered per cell from both its neighbours (no write conflicts). One block.
+__global__ void total_variation_kernel(const float* __restrict__ grid, int levels, int gy, int gx,
+                                       float* __restrict__ value, float* __restrict__ grad) {
+  const int sizes[3] = {levels, gy, gx};
+  const int64_t strides[3] = {(int64_t)gy * gx, gx, 1}, n = (int64_t)kChannels * levels * gy * gx;
+  float pairs[3];  // pairs along each axis (0 when it has one cell)
+  for (int a = 0; a < 3; ++a) pairs[a] = (float)(n / sizes[a] * (sizes[a] - 1));
+  float sum = 0.f;
+  for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
+    float g = 0.f;
+    for (int a = 0; a < 3; ++a) {
+      if (sizes[a] < 2) continue;
+      const int at = (int)(e / strides[a] % sizes[a]);
+      if (at + 1 < sizes[a]) {
+        const float up = grid[e + strides[a]] - grid[e];
+        sum += up * up / pairs[a];
+        g -= 2.f * up / pairs[a];
+      }
+      if (at > 0) g += 2.f * (grid[e] - grid[e - strides[a]]) / pairs[a];
+    }
+    grad[e] = g;
+  }
+  __shared__ float warps[32];
+  sum = warp_sum(sum);
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    sum = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : 0.f;
+    sum = warp_sum(sum);
+    if (threadIdx.x == 0) *value = sum;
+  }
+}
+
 void check(const torch::Tensor& t, const char* name, int dims) {
   TORCH_CHECK(t.is_cuda() && t.scalar_type() == torch::kFloat32 && t.is_contiguous() && t.dim() == dims,
               "gsexp bilateral_slice: ", name, " must be a contiguous float32 CUDA tensor of ", dims, " dims");
@@ -192,4 +227,16 @@ std::vector<torch::Tensor> bilateral_slice_backward(torch::Tensor g_out, torch::
       g_grid.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {g_image, g_grid};
+}
+
+std::vector<torch::Tensor> bilateral_total_variation(torch::Tensor grid) {
+  check(grid, "grid", 4);
+  TORCH_CHECK(grid.size(0) == kChannels, "gsexp bilateral_total_variation: grid must be [12,L,GY,GX]");
+  const c10::cuda::CUDAGuard guard(grid.device());
+  auto value = torch::zeros({}, grid.options()), grad = torch::empty_like(grid);
+  total_variation_kernel<<<1, 1024, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      grid.data_ptr<float>(), (int)grid.size(1), (int)grid.size(2), (int)grid.size(3), value.data_ptr<float>(),
+      grad.data_ptr<float>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {value, grad};
 }

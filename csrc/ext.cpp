@@ -418,6 +418,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pose_move_backward", &pose_move_backward, "gsexp: its gradients (means, quats, the camera's 6 numbers)");
   m.def("bilateral_slice_forward", &bilateral_slice_forward, "gsexp: bilateral grid slice and transform of a render");
   m.def("bilateral_slice_backward", &bilateral_slice_backward, "gsexp: its gradients (image, grid)");
+  m.def("bilateral_total_variation", &bilateral_total_variation, "gsexp: the grid's total variation and its gradient");
   m.def("densify_stats", &densify_stats, "gsexp: one step's densification statistics in one launch");
   m.def("fused_adam", &fused_adam, "gsexp: one Adam step for up to 8 tensors in one launch (optionally visible rows only)");
   m.attr("tile_size") = TILE_SIZE;

@@ -40,3 +40,5 @@ std::vector<torch::Tensor> pose_move_backward(torch::Tensor g_means, torch::Tens
 // dL/dgrid} from dL/dout.
 torch::Tensor bilateral_slice_forward(torch::Tensor image, torch::Tensor grid);
 std::vector<torch::Tensor> bilateral_slice_backward(torch::Tensor g_out, torch::Tensor image, torch::Tensor grid);
+// Its total-variation regulariser: {value (0-dim, on the device), d value / d grid}.
+std::vector<torch::Tensor> bilateral_total_variation(torch::Tensor grid);
