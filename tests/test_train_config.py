@@ -119,3 +119,15 @@ def test_each_rasterizer_config_has_exactly_its_variants_switches():
     for name, cls in VARIANTS.items():
         keys = set(compose_train([f"rasterizer={name}"]).rasterizer) - {"_target_"}
         assert keys == {f.name for f in dataclasses.fields(cls)}, name
+
+
+def test_capture_turbo_densifies_from_500_to_3000_and_never_resets():
+    """The recipe that beat capture_fast on fern and beer (experiments/peers/h100_2026-12-07b_real)
+    is run.sh's fast10k_d3k_nr: the config and the study must not drift apart."""
+    from gsexp.train.strategy import make_strategy
+
+    cfg = validate(compose_train(["experiment=capture_turbo"]))
+    s = make_strategy(cfg.strategy.name, scene_extent=1.0, **cfg.strategy.options).scaled(cfg.iterations)
+    assert (cfg.iterations, s.refine_start, s.refine_stop, s.refine_every) == (10_000, 500, 3000, 100)
+    assert s.reset_every >= s.refine_stop and cfg.schedule.resolution == "none"
+    assert cfg.rasterizer._target_.endswith("TcGsSettings") and cfg.rasterizer.intersect == "accutile"
