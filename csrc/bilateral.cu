@@ -1,8 +1,8 @@
 // appearance=bilateral_grid's slice and transform (gsexp/train/appearance.py): per pixel the
 // render's luma, the photo's grid of 3x4 changes sampled trilinearly at (x, y, luma), and the
 // render through identity + that change. One launch forward and one (plus the gradient's memset)
-// backward, where the torch ops were ~45 host dispatches in a step bound by them (beer's grid step:
-// 128 launches, 5.9 ms wall against 2.8 ms of kernels, 2026-12-07).
+// backward, for the torch path's dozens of ops in a step bound by their dispatches (beer's grid
+// step: 128 launches, 5.9 ms wall against 2.8 ms of kernels, 2026-12-07).
 // Coordinates as grid_sample's (align_corners=True, border): pixel centres (x + 0.5) / W span the
 // grid's x cells 0 .. GX-1, luma clamped to [0, 1] spans its levels 0 .. L-1.
 #include <c10/cuda/CUDAException.h>

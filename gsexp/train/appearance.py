@@ -51,7 +51,7 @@ class BilateralGridAppearance(PerView):
 
     def apply(self, image: torch.Tensor, view: int) -> torch.Tensor:
         """[3, H, W] render -> the training photo `view`'s colours."""
-        if image.is_cuda:  # one launch each way (csrc/bilateral.cu) for ~45 host dispatches
+        if image.is_cuda:  # one launch each way (csrc/bilateral.cu): the torch ops' dispatches bound the step
             return _SliceCuda.apply(image, self.delta[view])
         return self.sliced(image, self.delta[view])
 
@@ -84,7 +84,7 @@ class BilateralGridAppearance(PerView):
         """reg x the grid's total variation: squared differences of neighbouring cells along
         luma, y and x, each averaged over the cells (gsplat's TV loss, for one photo)."""
         g = self.delta[view]
-        if g.is_cuda:  # one launch (csrc/bilateral.cu) for ~25
+        if g.is_cuda:  # one launch (csrc/bilateral.cu) for the torch ops below
             return self.reg * _TotalVariationCuda.apply(g)
         return self.reg * total_variation(g)
 
@@ -140,7 +140,7 @@ class _Slice(torch.autograd.Function):
 
 class _SliceCuda(torch.autograd.Function):
     """apply()'s luma, slice and transform in csrc/bilateral.cu, float32; the torch path above is
-    its reference (tests/test_bilateral_cuda.py)."""
+    its reference (tests/test_appearance.py)."""
 
     @staticmethod
     def forward(ctx, image, grid):
