@@ -8,11 +8,6 @@ namespace {
 
 constexpr int NUM_GRADS = 9;  // means2d (2), conic (3), opacity, colour (3)
 
-__device__ inline float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
 // One reduce-scatter step over lane bit `H` (16, 8, 4): of the lane pair (l, l ^ H), the lane
 // with the bit clear keeps the first half of its values and the other lane the second half;
 // each adds its partner's copy of the half it keeps. N shuffles sum 2N values over the pair.

@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "common.cuh"
 #include "train_ops.h"
 
 namespace {
@@ -29,6 +30,7 @@ __device__ Axis axis_of(float position, int cells) {  // position in cell units,
 
 struct Pixel {
   float rgb[3], luma_raw;
+  float at[3];  // x, y, luma in cell units
   Axis x, y, z;
 };
 
@@ -38,9 +40,12 @@ __device__ Pixel pixel_at(const float* image, int64_t hw, int64_t i, int px, int
   p.luma_raw = 0.f;
   for (int c = 0; c < 3; ++c) p.rgb[c] = image[c * hw + i], p.luma_raw += kLuma[c] * p.rgb[c];
   const float luma = fminf(fmaxf(p.luma_raw, 0.f), 1.f);
-  p.x = axis_of((px + 0.5f) / w * (gx - 1), gx);
-  p.y = axis_of((py + 0.5f) / h * (gy - 1), gy);
-  p.z = axis_of(luma * (levels - 1), levels);
+  p.at[0] = (px + 0.5f) / w * (gx - 1);
+  p.at[1] = (py + 0.5f) / h * (gy - 1);
+  p.at[2] = luma * (levels - 1);
+  p.x = axis_of(p.at[0], gx);
+  p.y = axis_of(p.at[1], gy);
+  p.z = axis_of(p.at[2], levels);
   return p;
 }
 
@@ -75,18 +80,13 @@ __global__ void slice_forward_kernel(const float* __restrict__ image, const floa
 
 __device__ float hat(float position, int cell) { return fmaxf(1.f - fabsf(position - cell), 0.f); }
 
-__device__ float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
 // The grid's gradient: every pixel adds g_d[c] x its weight to the 8 cells around it. Neighbouring
 // pixels share cells (a cell spans ~80 pixels of a 1280-wide photo on 16 cells), so a warp sums its
 // pixels' shares per cell with shuffles and adds each channel once (lane c adds channel c). The
 // cells walked are those between the warp's lowest and highest, in absolute indices, so pixels on
 // either side of a cell boundary meet in one sum; cells no pixel touches are skipped.
-__device__ void add_grid_grad(const float g_d[kChannels], const Pixel& p, bool live, const float cell[3], int gx,
-                              int gy, int levels, float* g_grid) {
+__device__ void add_grid_grad(const float g_d[kChannels], const Pixel& p, bool live, int gx, int gy, int levels,
+                              float* g_grid) {
   const unsigned all = 0xffffffffu;
   const Axis* axes[3] = {&p.x, &p.y, &p.z};
   int lo[3], hi[3];
@@ -96,13 +96,13 @@ __device__ void add_grid_grad(const float g_d[kChannels], const Pixel& p, bool l
   }
   const int lane = threadIdx.x % 32;
   for (int z = lo[2]; z <= hi[2]; ++z) {
-    const float wz = live ? hat(cell[2], z) : 0.f;
+    const float wz = live ? hat(p.at[2], z) : 0.f;
     if (!__any_sync(all, wz > 0.f)) continue;
     for (int y = lo[1]; y <= hi[1]; ++y) {
-      const float wzy = wz * hat(cell[1], y);
+      const float wzy = wz * hat(p.at[1], y);
       if (!__any_sync(all, wzy > 0.f)) continue;
       for (int x = lo[0]; x <= hi[0]; ++x) {
-        const float weight = wzy * hat(cell[0], x);
+        const float weight = wzy * hat(p.at[0], x);
         if (!__any_sync(all, weight > 0.f)) continue;
         float mine = 0.f;
         for (int c = 0; c < kChannels; ++c) {
@@ -142,9 +142,7 @@ __global__ void slice_backward_kernel(const float* __restrict__ g_out, const flo
       g_image[j * hw + i] = g_rgb[j];
     }
   }
-  const float luma = fminf(fmaxf(p.luma_raw, 0.f), 1.f);
-  const float cell[3] = {(px + 0.5f) / w * (gx - 1), (py + 0.5f) / h * (gy - 1), luma * (levels - 1)};
-  add_grid_grad(g_d, p, live, cell, gx, gy, levels, g_grid);
+  add_grid_grad(g_d, p, live, gx, gy, levels, g_grid);
 }
 
 // The grid's total variation, as appearance.py's regularization: per axis of (L, GY, GX) with more

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "common.cuh"
 #include "train_ops.h"
 
 namespace {
@@ -113,8 +114,7 @@ __global__ void move_backward_kernel(int64_t n, const float* __restrict__ g_mean
       for (int j = 0; j < 4; ++j) acc[12 + 4 * i + j] += gq[i] * q[j];
   }
   for (int v = 0; v < kSums; ++v) {
-    float a = acc[v];
-    for (int offset = 16; offset > 0; offset >>= 1) a += __shfl_xor_sync(0xffffffffu, a, offset);
+    const float a = warp_sum(acc[v]);
     if (threadIdx.x % 32 == 0) atomicAdd(&block_sums[v], a);
   }
   __syncthreads();
