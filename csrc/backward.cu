@@ -3,6 +3,7 @@
 // Gaussian at a time, so its gradient is summed across the warp (a reduce-scatter: 8 lanes
 // end with one value each) before one atomic add per value.
 #include "backward.cuh"
+#include "warp.cuh"
 
 namespace {
 

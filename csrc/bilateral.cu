@@ -9,8 +9,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include "common.cuh"
 #include "train_ops.h"
+#include "warp.cuh"
 
 namespace {
 

@@ -3,12 +3,6 @@
 
 #include "config.h"
 
-// The sum over a full warp, in every lane.
-__device__ inline float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
 // Tiles a square of half-size `radius` around (mx, my) touches: [x0, x1) x [y0, y1).
 // Preprocess counts with it and duplicate emits with it, so the two always agree.
 __device__ inline void tile_rect(float mx, float my, float radius, int tiles_x, int tiles_y,

@@ -9,8 +9,8 @@
 
 #include <algorithm>
 
-#include "common.cuh"
 #include "train_ops.h"
+#include "warp.cuh"
 
 namespace {
 
