@@ -37,7 +37,8 @@
 #   STUDY_FEATS="fast10k_d3k_nr base fast8k_d3k_nr" STUDY_SEEDS="0 1"   (~5 min a scene)
 # (ran 2026-12-07b without fast8k_d3k_nr, seed 0 of both captures first: h100_2026-12-07b_real)
 # Eighth (issue 41's grid after its kernels; the recipe's speed with the grid):
-#   PEER_RUNS="" PROFILE_FEATS="grid" SKIP_CHECKS=1 STUDY_DATAS=beer_prepared STUDY_FEATS="grid base" STUDY_SEEDS="0"
+#   PEER_RUNS="" PROFILE_FEATS="grid" SKIP_CHECKS=1 STUDY_DATAS=beer_prepared
+#   STUDY_FEATS="grid base fast10k_d3k_nr fast10k_d3k_nr_grid" STUDY_SEEDS="0"   (capture_turbo with the grid: issue 41's combination)
 set -u
 # What runs (defaults: the first session's plan)
 PEER_RUNS=${PEER_RUNS-beer_prepared:0 fern_prepared:0}   # data:seed, each trained by both trainers ("": none)
