@@ -10,7 +10,10 @@
 #   budget    + strategy=budget (2x the initial Gaussians)
 #   turbo     experiment=lego_turbo (the budget, 15K steps; no resolution schedule since 2026-12-06f:
 #             before, it had one, the budget following it)
-#   turbo_free  lego_turbo with the schedule but without the primitive schedule (follow_resolution=false)
+#   turbo_free  lego_turbo with the resolution schedule but without the primitive schedule
+#             (follow_resolution=false). Before 2026-12-07c it set no schedule, and since lego_turbo
+#             lost its schedule (12-06f) follow_resolution acts on nothing: 12-07c's turbo_free runs
+#             are lego_turbo runs
 #   turbo15k, turbo20k  lego_turbo in 15K / 20K steps (every schedule scaled): the frontier toward
 #             the issue's 30 s; any turbo<N>k[_b<M>][_d<D>]... likewise, in N thousand steps [with a
 #             budget of M x the initial Gaussians] [_res: with the resolution schedule] [_d<D>: its
@@ -53,7 +56,7 @@ for seed in $SEEDS; do for r in $RECIPES; do
     fastgs_nocap) args="experiment=lego_fast strategy=fastgs strategy.options.opacity_cap=1.0" ;;
     fastgs_3dgsrule) args="experiment=lego_fast strategy=fastgs strategy.options.percent_dense=0.01 strategy.options.split_absgrad_threshold=null" ;;
     turbo) args="experiment=lego_turbo" ;;
-    turbo_free) args="experiment=lego_turbo strategy.options.follow_resolution=false" ;;  # no primitive schedule
+    turbo_free) args="experiment=lego_turbo schedule.resolution=auto strategy.options.follow_resolution=false" ;;
     turbo[0-9]*k*) n=${r#turbo}; args="experiment=lego_turbo iterations=${n%%k*}000"
       b=$(grep -o '_b[0-9.]*' <<< "$r"); [ -n "$b" ] && args="$args strategy.options.budget_multiple=${b#_b}"
       [[ $r == *_res* ]] && args="$args schedule.resolution=auto"
