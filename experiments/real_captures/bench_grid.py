@@ -4,9 +4,10 @@ against the torch ops they replaced, forward + backward of the slice and of the 
     python experiments/real_captures/bench_grid.py [--sizes 720x1280,504x378] [--out grid.json]
 
 Per size and path: the median over rounds of CUDA-event time for one step's worth of grid work
-(slice, its backward, total variation and its backward), and the host's time to issue it (its
-launches; a step bound by the host pays that, not the GPU's time). First a check that the two
-paths agree on one random grid (outputs and gradients, float32)."""
+(slice, its backward, total variation and its backward) and a stand-in loss, and the host's time
+to issue it (its launches; a step bound by the host pays that, not the GPU's time); and the same
+loss without the grid, whose time taken from the others is the grid's own cost. First a check
+that the two paths agree on one random grid (outputs and gradients, float32)."""
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from gsexp.train.appearance import BilateralGridAppearance, total_variation  # noqa: E402
 
 
-def step(app: BilateralGridAppearance, image: torch.Tensor, torch_path: bool) -> None:
+def step(app: BilateralGridAppearance, image: torch.Tensor, torch_path: bool | None) -> None:
+    """One step's grid work and a stand-in loss; torch_path None: the loss alone (the baseline
+    the grid's cost is read against)."""
+    if torch_path is None:
+        return image.square().mean().backward()
     grid = app.delta[0]
     out = app.sliced(image, grid) if torch_path else app.apply(image, 0)
     tv = total_variation(grid) if torch_path else app.regularization(0) / app.reg
@@ -54,6 +59,21 @@ def timed(app, image, torch_path: bool, rounds: int = 7, calls: int = 50) -> tup
     return statistics.median(gpu), statistics.median(host)
 
 
+def table(rows: list[dict]) -> str:
+    """The rows as a markdown table; where a path's host time exceeds its GPU time it is the cost."""
+    lines = ["| size | kernels GPU ms | kernels host ms | torch GPU ms | torch host ms | loss alone GPU / host ms "
+             "| speed-up | grid's own ms: kernels / torch | max rel. grad diff |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        kernels, torch_ops = (max(r[f"{p}_ms"], r[f"{p}_host_ms"]) for p in ("kernels", "torch"))
+        alone = max(r["loss_alone_ms"], r["loss_alone_host_ms"])
+        lines.append(f"| {r['size']} | {r['kernels_ms']:.3f} | {r['kernels_host_ms']:.3f} | {r['torch_ms']:.3f} | "
+                     f"{r['torch_host_ms']:.3f} | {r['loss_alone_ms']:.3f} / {r['loss_alone_host_ms']:.3f} | "
+                     f"{torch_ops / kernels:.1f}x | {kernels - alone:.3f} / {torch_ops - alone:.3f} | "
+                     f"{r['max_rel_grad_diff']:.1e} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="720x1280,504x378", help="WxH list (beer, fern)")
@@ -73,16 +93,13 @@ def main() -> None:
         err = max(float((g_cuda - g_torch).abs().max() / g_torch.abs().max()),
                   float((i_cuda - i_torch).abs().max() / i_torch.abs().max()))
         (kernel_ms, kernel_host), (torch_ms, torch_host) = timed(app, image, False), timed(app, image, True)
+        base_ms, base_host = timed(app, image, None)
         rows.append({"size": size, "kernels_ms": kernel_ms, "kernels_host_ms": kernel_host, "torch_ms": torch_ms,
-                     "torch_host_ms": torch_host, "max_rel_grad_diff": err})
+                     "torch_host_ms": torch_host, "loss_alone_ms": base_ms, "loss_alone_host_ms": base_host,
+                     "max_rel_grad_diff": err})
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; one grid step = slice + total variation, "
           "forward and backward (medians of 7 rounds x 50 steps)")
-    print("| size | kernels GPU ms | kernels host ms | torch GPU ms | torch host ms | speed-up | max rel. grad diff |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        speedup = max(r["torch_ms"], r["torch_host_ms"]) / max(r["kernels_ms"], r["kernels_host_ms"])
-        print(f"| {r['size']} | {r['kernels_ms']:.3f} | {r['kernels_host_ms']:.3f} | {r['torch_ms']:.3f} | "
-              f"{r['torch_host_ms']:.3f} | {speedup:.1f}x | {r['max_rel_grad_diff']:.1e} |")
+    print(table(rows))
     if args.out:
         args.out.write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows}, indent=1))
 
