@@ -182,3 +182,34 @@ def test_profile_render_lists_where_a_frame_goes(synthetic, tmp_path, capsys):
     with pytest.raises(SystemExit):
         profile_render.main(["--ply", str(tmp_path / "g.ply"), "--rasterizers", "torch:blend=fastest"])
     assert "--rasterizers 'torch:blend=fastest'" in capsys.readouterr().err
+
+
+def test_each_scores_every_folder_once_with_one_load(tmp_path, capsys, monkeypatch):
+    """score.py --each: every render folder under the root into OUT_DIR/<name>.json, as the
+    one-folder call scores it; folders already scored are skipped, a broken one is reported
+    without stopping the rest, and the scene loads once."""
+    write_rgba_blender(tmp_path)
+    root = tmp_path / "renders"
+    for name, level in (("a_r1", 200), ("b_r1", 90), ("broken_r1", 0)):
+        (root / name).mkdir(parents=True)
+        for i in range(2 if name != "broken_r1" else 1):  # broken: its second view is missing
+            Image.fromarray(np.full((64, 64, 3), level, np.uint8)).save(root / name / f"r_{i}.png")
+    loads = []
+    real_load = score.load_scene
+    monkeypatch.setattr(score, "load_scene", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    out = tmp_path / "scores"
+    assert score.main([str(root), "blender", str(tmp_path), "--nets", "alex", "--each", str(out)]) == 1
+    assert len(loads) == 1 and sorted(p.name for p in out.iterdir()) == ["a_r1.json", "b_r1.json"]
+    printed = capsys.readouterr()
+    assert "broken_r1" in printed.err and "r_1" in printed.err and "Traceback" not in printed.err
+    assert printed.out.count("| a_r1 | 2 |") == 1 and "| b_r1 | 2 |" in printed.out
+    single = tmp_path / "single.json"
+    assert score.main([str(root / "b_r1"), "blender", str(tmp_path), "--nets", "alex", "--out", str(single)]) == 0
+    assert json.loads(single.read_text())["mean"] == json.loads((out / "b_r1.json").read_text())["mean"]
+    capsys.readouterr()
+    (root / "broken_r1" / "r_1.png").write_bytes((root / "a_r1" / "r_1.png").read_bytes())
+    assert score.main([str(root), "blender", str(tmp_path), "--nets", "alex", "--each", str(out)]) == 0
+    assert capsys.readouterr().out.count("|") == 6  # only the mended folder: one row
+    with pytest.raises(SystemExit):
+        score.main([str(root), "blender", str(tmp_path), "--each", str(out), "--out", str(single)])
+    assert "drop --out and --label" in capsys.readouterr().err

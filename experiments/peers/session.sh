@@ -41,15 +41,9 @@ truth)  # after the rounds (unpacking beside a timed run would slow it): each st
     cp -r --update=none /tmp/lego/train /tmp/lego/transforms_train.json /tmp/lego_gt/   # the loader reads both splits
     for w in $(ls .device_gt*/weights/*_features_imagenet.pth .device_w/*_features_imagenet.pth 2>/dev/null); do
       case $(basename "$w") in vgg16*) net=vgg ;; alexnet*) net=alex ;; *) continue ;; esac
-      mkdir -p $W/scores_$net
-      for d in $W/renders/*/; do   # SCORE_JOBS folders at a time: one takes ~30 s, mostly the host's
-        name=$(basename "$d"); [ -f $W/scores_$net/$name.json ] && continue
-        while [ "$(jobs -rp | wc -l)" -ge "${SCORE_JOBS:-4}" ]; do wait -n; done
-        OMP_NUM_THREADS=4 GSEXP_LPIPS_WEIGHTS=$(dirname "$w") python experiments/peers/score.py "$d" blender /tmp/lego_gt \
-          --nets $net --label "$name" --out $W/scores_$net/$name.json > $W/scores_$net/$name.md 2>> $W/scores_$net/errors.log &
-      done
-      wait
-      cat $W/scores_$net/*.md > $W/scores_$net/table.md 2>/dev/null
+      mkdir -p $W/scores_$net   # one process for every folder (a folder took ~30 s there; loading lego alone 28 s here)
+      GSEXP_LPIPS_WEIGHTS=$(dirname "$w") python experiments/peers/score.py $W/renders blender /tmp/lego_gt \
+        --nets $net --each $W/scores_$net >> $W/scores_$net/table.md 2>> $W/scores_$net/errors.log
       log "scored $(ls $W/scores_$net/*.json 2>/dev/null | wc -l) render folders with LPIPS-$net"
     done
     python experiments/peers/table.py $W | tee $W/table.md
