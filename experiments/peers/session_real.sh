@@ -39,6 +39,8 @@
 # Eighth (issue 41's grid after its kernels; the recipe's speed with the grid):
 #   PEER_RUNS="" PROFILE_FEATS="grid" SKIP_CHECKS=1 STUDY_DATAS=beer_prepared
 #   STUDY_FEATS="grid base fast10k_d3k_nr fast10k_d3k_nr_grid" STUDY_SEEDS="0"   (capture_turbo with the grid: issue 41's combination)
+# Ninth (issue 40's recipes alone on the captures, beside base; ~80 s a run):
+#   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="fern_prepared beer_prepared" STUDY_FEATS="base res budget" STUDY_SEEDS="0 1"
 set -u
 # What runs (defaults: the first session's plan)
 PEER_RUNS=${PEER_RUNS-beer_prepared:0 fern_prepared:0}   # data:seed, each trained by both trainers ("": none)

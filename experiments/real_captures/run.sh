@@ -71,6 +71,9 @@ declare -A FEAT=(
   # never reset (values in 30K units)
   [fast10k_d3k_nr]="strategy.options.refine_start=1500 strategy.options.refine_stop=9000 strategy.options.reset_every=30000"
   [fast8k_d3k_nr]="strategy.options.refine_start=1875 strategy.options.refine_stop=11250 strategy.options.reset_every=30000"
+  # issue 40's recipes alone on a capture: the resolution schedule; a 300K budget (turbo's)
+  [res]="schedule.resolution=auto"
+  [budget]="strategy=budget strategy.options.budget=300000"
   # issue 41's combined recipe: capture_turbo's schedule with the bilateral grid
   [fast10k_d3k_nr_grid]="strategy.options.refine_start=1500 strategy.options.refine_stop=9000 strategy.options.reset_every=30000 appearance=bilateral_grid"
 )
