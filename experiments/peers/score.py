@@ -135,12 +135,12 @@ def main(argv=None) -> int:
         p.error("--each writes OUT_DIR/<folder>.json, labelled by the folder: drop --out and --label")
     if not a.renders.is_dir():
         p.error(f"{a.renders}: no such folder of renders")
+    nets = tuple(n for n in a.nets.split(",") if n)
+    if unknown := set(nets) - set(NETS):  # before the scene's load (~28 s for lego)
+        p.error(f"--nets: unknown backbone(s) {sorted(unknown)}; choose from {', '.join(NETS)}")
     options = dict(parse_option(o) for o in a.option)
     scene = load_scene(a.kind, a.path, **options)
     truth = ground_truth(a.kind, a.path, scene, options)
-    nets = tuple(n for n in a.nets.split(",") if n)
-    if unknown := set(nets) - set(NETS):
-        p.error(f"--nets: unknown backbone(s) {sorted(unknown)}; choose from {', '.join(NETS)}")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if a.each:
         return score_each(a.renders, a.each, scene, truth, device, nets)

@@ -7,7 +7,7 @@ Per size and path: the median over rounds of CUDA-event time for one step's wort
 (slice, its backward, total variation and its backward) and a stand-in loss, and the host's time
 to issue it (its launches; a step bound by the host pays that, not the GPU's time); and the same
 loss without the grid, whose time taken from the others is the grid's own cost. First a check
-that the two paths agree on one random grid (outputs and gradients, float32)."""
+that the two paths agree on one random grid (the grid's and the image's gradients, float32)."""
 from __future__ import annotations
 
 import argparse
