@@ -131,3 +131,17 @@ def test_capture_turbo_densifies_from_500_to_3000_and_never_resets():
     assert (cfg.iterations, s.refine_start, s.refine_stop, s.refine_every) == (10_000, 500, 3000, 100)
     assert s.reset_every >= s.refine_stop and cfg.schedule.resolution == "none"
     assert cfg.rasterizer._target_.endswith("TcGsSettings") and cfg.rasterizer.intersect == "accutile"
+
+
+def test_lego_turbo_is_lego_fast_with_a_budget_in_14k_steps():
+    """The recipe measured in experiments/fast_recipes (h100_2026-12-07d's turbo14k): lego_fast's
+    step with a 2.5x budget in 14K steps, every refine window scaled, no resolution schedule."""
+    from gsexp.train.strategy import make_strategy
+
+    fast = validate(compose_train(["experiment=lego_fast"]))
+    cfg = validate(compose_train(["experiment=lego_turbo"]))
+    s = make_strategy(cfg.strategy.name, scene_extent=1.0, **cfg.strategy.options).scaled(cfg.iterations)
+    base = make_strategy(fast.strategy.name, scene_extent=1.0, **fast.strategy.options)
+    assert (cfg.iterations, cfg.strategy.name, s.budget_multiple) == (14_000, "budget", 2.5)
+    assert s.refine_stop == round(base.refine_stop * 14 / 30) and cfg.schedule.resolution == "none"
+    assert cfg.rasterizer == fast.rasterizer and cfg.fused_adam == fast.fused_adam

@@ -24,8 +24,11 @@ pack() {  # everything small into one archive under $OUT (a call brings back 8 f
   tar czf "$OUT"/peers.tgz -C /tmp --exclude='*.png' --exclude='*.pt' --exclude='*.ply' --exclude='*.tmp' --exclude=wandb peers  # *.tmp: a checkpoint being written
 }
 case "${1:-}" in
-wait)  # until the training rounds are done (or MARK, e.g. "render session done"), at most N seconds
-  for _ in $(seq "${2:-0}"); do grep -q "] ${3:-done}" $W/steps.log 2>/dev/null && break; sleep 1; done
+wait)  # until the training rounds are done (or MARK, e.g. "render session done"), at most N seconds;
+       # WAIT_COUNT=k: until the k-th such line (a second pass on a warm machine finds the first's)
+  for _ in $(seq "${2:-0}"); do
+    [ "$(grep -c "] ${3:-done}" $W/steps.log 2>/dev/null)" -ge "${WAIT_COUNT:-1}" ] && break; sleep 1
+  done
   cat $W/steps.log; pack; exit 0 ;;
 truth)  # after the rounds (unpacking beside a timed run would slow it): each staged half of the 200
         # test images is unpacked once; with all 200 here, every render folder is scored with each

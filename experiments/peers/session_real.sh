@@ -41,6 +41,11 @@
 #   STUDY_FEATS="grid base fast10k_d3k_nr fast10k_d3k_nr_grid" STUDY_SEEDS="0"   (capture_turbo with the grid: issue 41's combination)
 # Ninth (issue 40's recipes alone on the captures, beside base; ~80 s a run):
 #   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="fern_prepared beer_prepared" STUDY_FEATS="base res budget" STUDY_SEEDS="0 1"
+# (ran 2026-12-07d, seed 0 of both and fern's seed 1 of res and budget: h100_2026-12-07d_real)
+# Tenth (beer's seed 1 of the ninth line; issue 41's batches beside capture_turbo; ~9 min):
+#   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="beer_prepared fern_prepared"
+#   STUDY_FEATS="base res budget fast10k_d3k_nr batch2 fast5k_d3k_nr_b2" STUDY_SEEDS="1"
+# A second pass on a warm machine finds the first's "real done": wait with WAIT_COUNT=2.
 set -u
 # What runs (defaults: the first session's plan)
 PEER_RUNS=${PEER_RUNS-beer_prepared:0 fern_prepared:0}   # data:seed, each trained by both trainers ("": none)

@@ -21,7 +21,8 @@ from pathlib import Path
 # longest first where one name starts another (turbo15k_app before turbo15k before turbo)
 FEATURES = ("app", "pose", "both", "grid", "gridpose", "turbo15k_app", "turbo15k_grid", "turbo15k_ns", "turbo12k_ns",
             "turbo15k", "turbo12k", "turbo", "short5k", "sh0", "sh1", "dens3k", "b100k",
-            "fast10k_dens3k", "fast10k_d3k_nr_grid", "fast10k_d3k_nr", "fast10k", "fast8k_d3k_nr", "res", "budget")
+            "fast10k_dens3k", "fast10k_d3k_nr_grid", "fast10k_d3k_nr", "fast10k", "fast8k_d3k_nr", "res", "budget",
+            "batch2", "fast5k_d3k_nr_b2")
 NAME = re.compile(rf"^(?P<base>.+?)(?:_(?P<feat>{'|'.join(FEATURES)}))?(?:_s(?P<seed>\d+))?$")
 
 
