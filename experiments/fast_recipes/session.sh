@@ -19,7 +19,8 @@
 #             budget of M x the initial Gaussians] [_res: with the resolution schedule] [_d<D>: its
 #             coarsest level 1/D of the size] [_f<F>: full size from F x the steps, e.g. _f0.35]
 #             [_nores: no resolution schedule] [_split: tile_split=auto] [_nosplit: tile_split=none]
-#             [_quarters: tile_split=quarters at every size], e.g. turbo12k, turbo15k_res_nosplit
+#             [_quarters: tile_split=quarters at every size] [_bs<K>: K views a step, e.g. turbo7k_bs2:
+#             14K views in 7K steps], e.g. turbo12k, turbo15k_res_nosplit
 #             (lego_turbo of 2026-12-06e), turbo15k_res_d2, turbo15k_quarters.
 #             History: 12-06e's turbo15k_b2.5 is 12-06f's turbo (res, no split); 12-06f's turbo15k_nores_split
 #             ran lego_turbo's kernels (at 800x800 tile_split=auto is none)
@@ -58,14 +59,15 @@ for seed in $SEEDS; do for r in $RECIPES; do
     turbo) args="experiment=lego_turbo" ;;
     turbo_free) args="experiment=lego_turbo schedule.resolution=auto strategy.options.follow_resolution=false" ;;
     turbo[0-9]*k*) n=${r#turbo}; args="experiment=lego_turbo iterations=${n%%k*}000"
-      b=$(grep -o '_b[0-9.]*' <<< "$r"); [ -n "$b" ] && args="$args strategy.options.budget_multiple=${b#_b}"
+      b=$(grep -o '_b[0-9][0-9.]*' <<< "$r"); [ -n "$b" ] && args="$args strategy.options.budget_multiple=${b#_b}"
       [[ $r == *_res* ]] && args="$args schedule.resolution=auto"
       d=$(grep -o '_d[0-9.]*' <<< "$r"); [ -n "$d" ] && args="$args schedule.max_downscale=${d#_d}"
       f=$(grep -o '_f0\.[0-9]*' <<< "$r"); [ -n "$f" ] && args="$args schedule.full_at=${f#_f}"
       [[ $r == *_nores* ]] && args="$args schedule.resolution=none"
       [[ $r == *_split* ]] && args="$args rasterizer.tile_split=auto"
       [[ $r == *_nosplit* ]] && args="$args rasterizer.tile_split=none"
-      [[ $r == *_quarters* ]] && args="$args rasterizer.tile_split=quarters" ;;
+      [[ $r == *_quarters* ]] && args="$args rasterizer.tile_split=quarters"
+      k=$(grep -o '_bs[0-9]*' <<< "$r"); [ -n "$k" ] && args="$args batch_size=${k#_bs}" ;;
     hostprof)  # not a training: is lego_turbo's step bound by the host at 1/4 size, at 1/2, at full size?
       python experiments/fast_recipes/host_profile.py experiment=lego_turbo data.path=/tmp/lego --at 100 2500 12000 \
         --out $out.json > $out.log 2>&1; log "hostprof rc=$?: $(grep -A4 '^| from step' $out.log | tail -3 | tr '\n' ' ')"
