@@ -12,37 +12,9 @@
 # 2. issues 41 and 40 on beer: FEATS (appearance, pose, bilateral grid; capture_turbo's recipes) x two seeds, as long as
 #    the session lasts (run.sh skips finished runs, so a later session goes on from where it stopped).
 # ~12 min for part 1 (builds 2, prepare 1, four runs ~8), then ~80 s per study run.
-# Second session (beer's seeds, the per-view features after their speed fix), the same calls with
-#   PEER_RUNS="beer_prepared:0 beer_prepared:1 fern_prepared:0 beer_prepared:2" STUDY_DATAS=beer_prepared STUDY_FEATS="app pose grid turbo15k" STUDY_SEEDS=0
-# exported before the first call's `setsid nohup ...` (~25 min; turbo15k, the turbo recipe in 15K
-# steps, is issue 40's "at half the time" row). gsexp's train_seconds now leaves out the periodic
-# evaluations and checkpoints, which the first session's counted.
-# Third session (the study alone, two seeds; pose after its backward was written out):
-#   PEER_RUNS="" PROFILE_FEATS="base pose app" STUDY_DATAS=beer_prepared STUDY_FEATS="base turbo15k pose grid app" STUDY_SEEDS="0 1"
-# (~3 min of profiles, then ~20 of study)
-# Fourth session (the grid after its backward fix, the combined recipes, fern; issues 40 and 41):
-#   PEER_RUNS="" PROFILE_FEATS="grid" STUDY_DATAS="beer_prepared fern_prepared" STUDY_FEATS="base turbo12k turbo15k grid turbo15k_grid turbo15k_app" STUDY_SEEDS="0"
-# Fifth session (why the test views peak in the first 3K steps, fern without the schedule, the grid's speed):
-#   PEER_RUNS="" PROFILE_FEATS="grid" STUDY_DATAS="fern_prepared beer_prepared" STUDY_FEATS="dens3k short5k sh0 b100k turbo12k_ns turbo15k_ns sh1 grid" STUDY_SEEDS="0"
-# (~2 min of set-up and profile, then ~6 min a scene before the grid; the 12-06f base and turbo runs
-# are not repeated: copy them beside for the table)
-# Sixth session (the fern bar without the schedule: capture_fast in 10K steps, densification to 3K;
-# the over-training features; then the grid on beer alone, a second pass of this script):
-#   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="fern_prepared beer_prepared" STUDY_SEEDS="0"
-#   STUDY_FEATS="fast10k fast10k_dens3k turbo12k_ns dens3k b100k short5k"
-# (ran 2026-12-07: experiments/peers/h100_2026-12-07_real/results.md has the grid's pass too)
-# Seventh session (issue 40's fern bar: dens3k's first 10K / 8K steps, never resetting, beside base
-# in one session for the time ratio; two seeds):
-#   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="fern_prepared beer_prepared"
-#   STUDY_FEATS="fast10k_d3k_nr base fast8k_d3k_nr" STUDY_SEEDS="0 1"   (~5 min a scene)
-# (ran 2026-12-07b without fast8k_d3k_nr, seed 0 of both captures first: h100_2026-12-07b_real)
-# Eighth (issue 41's grid after its kernels; the recipe's speed with the grid):
-#   PEER_RUNS="" PROFILE_FEATS="grid" SKIP_CHECKS=1 STUDY_DATAS=beer_prepared
-#   STUDY_FEATS="grid base fast10k_d3k_nr fast10k_d3k_nr_grid" STUDY_SEEDS="0"   (capture_turbo with the grid: issue 41's combination)
-# Ninth (issue 40's recipes alone on the captures, beside base; ~80 s a run):
-#   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="fern_prepared beer_prepared" STUDY_FEATS="base res budget" STUDY_SEEDS="0 1"
-# (ran 2026-12-07d, seed 0 of both and fern's seed 1 of res and budget: h100_2026-12-07d_real)
-# Tenth (beer's seed 1 of the ninth line; issue 41's batches beside capture_turbo; ~9 min):
+# Later sessions export their own lines before the first call's `setsid nohup ...`; each one's line
+# is in its results.md (experiments/peers/h*_real/results.md). The next (beer's seed 1 of the
+# recipes alone; issue 41's batches beside capture_turbo; ~9-10 min):
 #   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="beer_prepared fern_prepared"
 #   STUDY_FEATS="base res budget fast10k_d3k_nr batch2 fast5k_d3k_nr_b2" STUDY_SEEDS="1"
 # A second pass on a warm machine finds the first's "real done": wait with WAIT_COUNT=2.
