@@ -11,6 +11,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gsexp.errors import ConfigError, InvalidCombination
 from gsexp.render import settings as raster_settings
+from gsexp.schedule import sh_interval_steps
 
 DATA_KINDS = ("blender", "transforms", "llff", "colmap", "synthetic")
 STRATEGIES = ("default", "budget", "fastgs", "mcmc", "none")
@@ -275,8 +276,8 @@ def validate(cfg: DictConfig, sweep: bool = False) -> DictConfig:
             raise ConfigError(f"config key 'compress.options': {err}") from None
         vq_step = getattr(compression.scaled(merged.iterations), "vq_step", None)
         if vq_step is not None:  # a band that starts training after the VQ would stay frozen at its start
-            late = [k * merged.sh_degree_interval for k in range(1, merged.model.sh_degree + 1)
-                    if vq_step < k * merged.sh_degree_interval < merged.iterations]
+            every = sh_interval_steps(merged.sh_degree_interval, merged.batch_size)
+            late = [k * every for k in range(1, merged.model.sh_degree + 1) if vq_step < k * every < merged.iterations]
             need(not late, "compress.options.vq_step",
                  f"quantises at step {vq_step} of {merged.iterations}, but SH band(s) start training at step(s) "
                  f"{late} (sh_degree_interval={merged.sh_degree_interval}); their codes would be untrained. "

@@ -92,3 +92,34 @@ def test_a_checkpoint_resumes_only_with_its_batch_size(scene_dir, tmp_path):
     assert resume_checkpoint(config(scene_dir, "batch_size=2", "resume=auto"), tmp_path)[1]["step"] == 3
     with pytest.raises(ValueError, match="trained with batch_size=2; resume it with batch_size=2"):
         resume_checkpoint(config(scene_dir, "resume=auto"), tmp_path)
+
+
+def test_a_batch_refines_and_raises_sh_bands_per_view_as_one_view_steps(scene_dir, tmp_path, monkeypatch):
+    """k views a step in 1/k the steps: as many views between refines and between SH bands as
+    one-view steps (gsplat's steps_scaler). With the refine interval floored in steps, batch_size=2
+    refined half as often and ended with less than half the Gaussians (gsexp.train.strategy.base)."""
+    from gsexp.train.strategy import make_strategy
+
+    for name in ("default", "budget", "mcmc", "fastgs"):
+        one, two = (make_strategy(name).scaled(30_000 // k, batch_size=k) for k in (1, 2))
+        assert (two.refine_start, two.refine_stop) == (one.refine_start // 2, one.refine_stop // 2), name
+        assert two.refine_every * 2 == one.refine_every, name
+    assert make_strategy("default").scaled(1200, batch_size=2).refine_every == 50  # the floor, per view
+    # SH: a band every sh_degree_interval views
+    class Rendered(Exception):
+        pass
+
+    def sh_degree_of(run, step):
+        def stop(run, view, step, bg, sh_degree, timer):
+            raise Rendered(sh_degree)
+        monkeypatch.setattr(recipe, "view_loss_of", stop)
+        with pytest.raises(Rendered) as rendered:
+            recipe.train_step(run, step, PhaseTimer(run.device))
+        return rendered.value.args[0]
+
+    degrees = {}
+    for k in (1, 2):
+        run = setup(config(scene_dir, f"batch_size={k}", "model.sh_degree=1", "sh_degree_interval=10"),
+                    tmp_path / f"k{k}")
+        degrees[k] = [sh_degree_of(run, step) for step in (4, 5, 9, 10)]
+    assert degrees == {1: [0, 0, 0, 1], 2: [0, 1, 1, 1]}

@@ -19,6 +19,7 @@ from gsexp.compress import format as compressed_format
 from gsexp.gaussians import make_params, save_ply, to_gaussians
 from gsexp.render import render
 from gsexp.scene.images import resize_area
+from gsexp.schedule import sh_interval_steps
 from gsexp.train.checkpoint import save_checkpoint
 from gsexp.train.evaluate import evaluate, lpips_available, peak_memory_mb, synced_clock
 from gsexp.train.interrupt import Interrupted, deferred
@@ -136,8 +137,8 @@ def train_step(run: Run, step: int, timer: PhaseTimer):
     cfg, params, optimizers, state = run.cfg, run.params, run.optimizers, run.state
     k = cfg.batch_size
     views = [next_view(run) for _ in range(k)]
-    sh_degree = min(step // cfg.sh_degree_interval, cfg.model.sh_degree) if cfg.sh_degree_interval \
-        else cfg.model.sh_degree
+    sh_degree = min(step // sh_interval_steps(cfg.sh_degree_interval, k), cfg.model.sh_degree) \
+        if cfg.sh_degree_interval else cfg.model.sh_degree
     lr = means_lr(step, cfg.iterations, run.scene.extent, run.means_lr_hold)
     for group in optimizers["means"].param_groups:  # x sqrt(k) as the other rates (params.scale_for_batch)
         group["lr"] = lr * (math.sqrt(k) if k > 1 else 1)

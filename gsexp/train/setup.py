@@ -116,7 +116,8 @@ def setup(cfg: DictConfig, run_dir: Path, inputs: Inputs | None = None) -> Run:
     strategy = make_strategy(cfg.strategy.name, scene_extent=scene.extent,
                              white_background=all(c >= 1.0 for c in scene.background),
                              training_pixels=sum(c.width * c.height for c in scene.train_cameras),
-                             **OmegaConf.to_container(cfg.strategy.options, resolve=True)).scaled(cfg.iterations)
+                             **OmegaConf.to_container(cfg.strategy.options, resolve=True)
+                             ).scaled(cfg.iterations, batch_size=cfg.batch_size)
     if getattr(strategy, "wants_absgrad", False):  # AbsGS's statistic comes from the rasterizer's backward
         settings = settings.replace(absgrad=True)
     images = [im.to(device) for im in scene.train_images]
