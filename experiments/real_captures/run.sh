@@ -34,6 +34,8 @@ declare -A DATA=(
   [fern_undistorted]="data=colmap data.path=$W/fern_colmap"
   [fern_prepared]="data=colmap data.path=$W/fern_prepared"
 )
+# capture_turbo's densification (values in 30K units): from 500 to 3000 of 10K steps, never reset
+D3K_NR="strategy.options.refine_start=1500 strategy.options.refine_stop=9000 strategy.options.reset_every=30000"
 declare -A FEAT=(
   [base]=""
   [app]="appearance=affine"
@@ -69,17 +71,17 @@ declare -A FEAT=(
   # in 10K); dens3k (no reset: reset_every acts only while densifying) held 28.9-29.0 dB from 4K to
   # 10K. These are dens3k's first 10K / 8K steps with their own decay: densify from 500 to 3000,
   # never reset (values in 30K units)
-  [fast10k_d3k_nr]="strategy.options.refine_start=1500 strategy.options.refine_stop=9000 strategy.options.reset_every=30000"
+  [fast10k_d3k_nr]="$D3K_NR"
   [fast8k_d3k_nr]="strategy.options.refine_start=1875 strategy.options.refine_stop=11250 strategy.options.reset_every=30000"
   # issue 40's recipes alone on a capture: the resolution schedule; a 300K budget (turbo's)
   [res]="schedule.resolution=auto"
   [budget]="strategy=budget strategy.options.budget=300000"
   # issue 41's combined recipe: capture_turbo's schedule with the bilateral grid
-  [fast10k_d3k_nr_grid]="strategy.options.refine_start=1500 strategy.options.refine_stop=9000 strategy.options.reset_every=30000 appearance=bilateral_grid"
+  [fast10k_d3k_nr_grid]="$D3K_NR appearance=bilateral_grid"
   # issue 41's batches: two views a step in half the steps (as many views; rates x sqrt(2)), alone
   # and in capture_turbo's schedule (lego, 2026-12-07d, before the refine interval followed the batch: 27 % faster than lego_fast, 0.29 dB lower)
   [batch2]="batch_size=2"
-  [fast5k_d3k_nr_b2]="strategy.options.refine_start=1500 strategy.options.refine_stop=9000 strategy.options.reset_every=30000 batch_size=2"
+  [fast5k_d3k_nr_b2]="$D3K_NR batch_size=2"
 )
 # features trained for another number of steps than ITERS (issue 40: the recipe at half the time;
 # turbo12k: 0.4x base's steps, where turbo15k's 0.58x of base's time missed issue 40's 0.5x)
