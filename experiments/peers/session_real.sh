@@ -17,6 +17,7 @@
 # recipes alone; issue 41's batches beside capture_turbo; ~9-10 min):
 #   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="beer_prepared fern_prepared"
 #   STUDY_FEATS="base res budget fast10k_d3k_nr batch2 fast5k_d3k_nr_b2" STUDY_SEEDS="1"
+#   STUDY_FEATS_fern="fast10k_d3k_nr batch2 fast5k_d3k_nr_b2"   (fern's seed 1 of the rest ran 12-07d)
 # A second pass on a warm machine finds the first's "real done": wait with WAIT_COUNT=2.
 set -u
 # What runs (defaults: the first session's plan)
@@ -75,8 +76,10 @@ for feat in ${PROFILE_FEATS:-}; do
   timeout 240 python tools/profile_step.py $run --steps 200 > $P/profile_$feat.txt 2>&1; log "profile $feat rc=$?"
 done
 # issue 41: each feature alone and together, on each study scene in turn
+# (STUDY_FEATS_<scene>, e.g. STUDY_FEATS_fern="batch2", overrides STUDY_FEATS for that scene)
 for data in $STUDY_DATAS; do
-  FEATS="$STUDY_FEATS" SEEDS="$STUDY_SEEDS" DATAS="$data" RASTERS=tcgs_accutile $RUN train > $P/study_$data.log 2>&1
+  feats_var=STUDY_FEATS_${data%%_*}
+  FEATS="${!feats_var:-$STUDY_FEATS}" SEEDS="$STUDY_SEEDS" DATAS="$data" RASTERS=tcgs_accutile $RUN train > $P/study_$data.log 2>&1
   log "study $data rc=$?"
 done
 log "real done"
