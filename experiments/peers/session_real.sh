@@ -82,4 +82,9 @@ for data in $STUDY_DATAS; do
   FEATS="${!feats_var:-$STUDY_FEATS}" SEEDS="$STUDY_SEEDS" DATAS="$data" RASTERS=tcgs_accutile $RUN train > $P/study_$data.log 2>&1
   log "study $data rc=$?"
 done
+# issue 41 item 4: a finished study run's step profiled (PROFILE_RUNS, run names under $R/runs, e.g.
+# beer_prepared_tcgs_accutile_batch2_s1): how much of a k-view step is each view's render calls
+for run in ${PROFILE_RUNS:-}; do
+  timeout 150 python tools/profile_step.py $R/runs/$run --steps 200 > $P/profile_$run.txt 2>&1; log "profile $run rc=$?"
+done
 log "real done"
