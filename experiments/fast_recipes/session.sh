@@ -97,5 +97,11 @@ for seed in $SEEDS; do for r in $RECIPES; do
       --out $W/renders/${r}_r$seed >> $out.log 2>&1 && cp $out/summary.json $out.json
   log "$r seed $seed rc=$? ($(( $(date +%s) - s )) s wall, $(python -c "import json;d=json.load(open('$out.json'));print(round(d['train_seconds'],1),'s', d['num_gaussians'])" 2>/dev/null))"
 done; done
+# issue 41 item 4: finished runs' steps profiled (PROFILE_RUNS, e.g. "fast_r1 batch2_r1"): the wall
+# time against the kernels' sum bounds what rendering a step's views in one launch could save
+for run in ${PROFILE_RUNS:-}; do
+  timeout 150 python tools/profile_step.py $W/runs/$run --steps 200 > $W/profile_$run.txt 2>&1
+  log "profile $run rc=$?: $(tail -1 $W/profile_$run.txt)"
+done
 log "recipes done"
 log done   # what session.sh truth waits for
