@@ -62,3 +62,14 @@ def test_kernels_read_no_environment():
 def test_gpu_tooling_lives_outside_the_package():
     assert not (PACKAGE / "render" / "cuda" / "parity.py").exists()
     assert not (PACKAGE / "render" / "cuda" / "check.py").exists()
+
+
+def test_shell_scripts_parse():
+    """The GPU sessions' scripts run only on a lent machine, where a syntax error costs its time:
+    each must at least parse (bash -n)."""
+    import subprocess
+    scripts = sorted((ROOT / "experiments").rglob("*.sh")) + [ROOT / ".ci" / "run"]
+    assert len(scripts) > 10, scripts
+    bad = {str(s.relative_to(ROOT)): r.stderr.strip() for s in scripts
+           if (r := subprocess.run(["bash", "-n", str(s)], capture_output=True, text=True)).returncode}
+    assert not bad, bad
