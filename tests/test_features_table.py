@@ -115,3 +115,30 @@ def test_curves_draw_each_runs_periodic_test_psnr_by_capture(tmp_path, capsys):
     curves.main([str(tmp_path), "--out", str(tmp_path / "c.png")])
     assert "fern base: peak 28.70 dB @ 1K, end 27.80 @ 2K" in capsys.readouterr().out
     assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_run_sh_trains_each_feature_with_its_seeds(tmp_path):
+    """run.sh train's run list (train.py replaced by a stand-in that logs its arguments): SEEDS for
+    each plain feature, only seed s for an entry feat@s, run.sh's names, and a finished run skipped."""
+    import os
+    import stat
+    import subprocess
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text('#!/bin/bash\necho "$@" >> "$CALLS"\n')
+    (bin_dir / "python").chmod(stat.S_IRWXU)
+    done = tmp_path / "r" / "runs" / "beer_prepared_tcgs_accutile_app_s1"
+    done.mkdir(parents=True)
+    (done / "summary.json").write_text('{"status": "ok"}')
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(log), "W": str(tmp_path / "w"),
+           "R": str(tmp_path / "r"), "DATAS": "beer_prepared", "RASTERS": "tcgs_accutile",
+           "FEATS": "base batch2 grid@1 app@0 app@1", "SEEDS": "0 2"}
+    subprocess.run(["bash", str(REPO / "experiments/real_captures/run.sh"), "train"], env=env, check=True,
+                   capture_output=True)
+    calls = [dict(a.split("=", 1) for a in line.split()[1:] if "=" in a) for line in log.read_text().splitlines()]
+    assert [(c["name"], c["seed"]) for c in calls] == [
+        ("beer_prepared_tcgs_accutile", "0"), ("beer_prepared_tcgs_accutile_s2", "2"),
+        ("beer_prepared_tcgs_accutile_batch2", "0"), ("beer_prepared_tcgs_accutile_batch2_s2", "2"),
+        ("beer_prepared_tcgs_accutile_grid_s1", "1"), ("beer_prepared_tcgs_accutile_app", "0")]
+    assert calls[2]["batch_size"] == "2" and calls[2]["iterations"] == "15000"
+    assert calls[4]["appearance"] == "bilateral_grid"

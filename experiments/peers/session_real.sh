@@ -13,11 +13,14 @@
 #    the session lasts (run.sh skips finished runs, so a later session goes on from where it stopped).
 # ~12 min for part 1 (builds 2, prepare 1, four runs ~8), then ~80 s per study run.
 # Later sessions export their own lines before the first call's `setsid nohup ...`; each one's line
-# is in its results.md (experiments/peers/h*_real/results.md). The next (issue 41's batches, their
-# second seed, beside the one-view runs they compare with; ~8 min):
-#   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="beer_prepared fern_prepared"
-#   STUDY_FEATS="base batch2 fast10k_d3k_nr fast5k_d3k_nr_b2" STUDY_SEEDS="0"
-#   (STUDY_FEATS_fern=... narrows one scene's list; PROFILE_RUNS=<run names> profiles finished runs)
+# is in its results.md (experiments/peers/h*_real/results.md). The next completes issue 41's two
+# seeds per feature (fern has no appearance, pose or grid run yet; beer lacks grid's and the
+# combined recipe's seed 1 and the batches' seed 0; ~20 min, two calls):
+#   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="fern_prepared beer_prepared" STUDY_SEEDS="0"
+#   STUDY_FEATS_fern="base app app@1 pose pose@1 grid grid@1 fast10k_d3k_nr_grid fast10k_d3k_nr_grid@1 batch2 fast5k_d3k_nr_b2"
+#   STUDY_FEATS_beer="batch2 fast5k_d3k_nr_b2 grid@1 fast10k_d3k_nr_grid@1"
+#   (STUDY_FEATS_<scene> replaces STUDY_FEATS for that scene; feat@s: seed s only, run.sh;
+#   PROFILE_RUNS=<run names> profiles finished runs)
 # A second pass on a warm machine finds the first's "real done": wait with WAIT_COUNT=2.
 set -u
 # What runs (defaults: the first session's plan)

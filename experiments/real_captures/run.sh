@@ -21,7 +21,8 @@ DATAS=${DATAS:-beer_ignored beer_undistorted beer_prepared fern_ignored fern_und
 RASTERS=${RASTERS:-vanilla tcgs_accutile}
 SEEDS=${SEEDS:-0}                    # train.py's seed; a run with seed s != 0 is named <data>_<raster>_s<s>
 # Issue 41's features (a run with feature f != base is named <data>_<raster>_<f>[_s<s>]), e.g.
-# FEATS="base app pose both" SEEDS="0 1" DATAS="beer_prepared fern_prepared" RASTERS=tcgs_accutile
+# FEATS="base app pose both" SEEDS="0 1" DATAS="beer_prepared fern_prepared" RASTERS=tcgs_accutile;
+# an entry feat@s runs that feature with seed s alone, e.g. FEATS="batch2 grid@1" SEEDS=0
 FEATS=${FEATS:-base}
 PEERS=${PEERS:-beer_undistorted beer_prepared fern_undistorted fern_prepared}
 
@@ -107,13 +108,16 @@ scenes)
 train)
   for data in $DATAS; do
     for raster in $RASTERS; do
-      for feat in $FEATS; do for seed in $SEEDS; do
-        name="${data}_${raster}"; [ "$feat" = base ] || name="${name}_$feat"; [ "$seed" = 0 ] || name="${name}_s$seed"
-        if grep -qs '"status": "ok"' "$R/runs/$name/summary.json"; then echo "done: $name"; continue; fi
-        # shellcheck disable=SC2086  # the overrides are words
-        python train.py ${DATA[$data]} ${RASTER[$raster]} ${FEAT[$feat]} iterations="${FEAT_ITERS[$feat]:-$ITERS}" logger=none \
-          paths.root="$R" name="$name" seed="$seed" resume=auto $EXTRA
-      done; done
+      for item in $FEATS; do  # feat, or feat@s: that feature with seed s only (not SEEDS)
+        feat=${item%@*}; seeds=$SEEDS; [[ $item == *@* ]] && seeds=${item#*@}
+        for seed in $seeds; do
+          name="${data}_${raster}"; [ "$feat" = base ] || name="${name}_$feat"; [ "$seed" = 0 ] || name="${name}_s$seed"
+          if grep -qs '"status": "ok"' "$R/runs/$name/summary.json"; then echo "done: $name"; continue; fi
+          # shellcheck disable=SC2086  # the overrides are words
+          python train.py ${DATA[$data]} ${RASTER[$raster]} ${FEAT[$feat]} iterations="${FEAT_ITERS[$feat]:-$ITERS}" \
+            logger=none paths.root="$R" name="$name" seed="$seed" resume=auto $EXTRA
+        done
+      done
     done
   done
   ;;
