@@ -86,7 +86,7 @@ for data in $STUDY_DATAS; do
   log "study $data rc=$?"
 done
 # issue 41 item 4: a finished study run's step profiled (PROFILE_RUNS, run names under $R/runs, e.g.
-# beer_prepared_tcgs_accutile_batch2_s1): how much of a k-view step is each view's render calls
+# beer_prepared_tcgs_accutile_batch2_s1): the kernels' share of a k-view step's wall time
 for run in ${PROFILE_RUNS:-}; do
   timeout 150 python tools/profile_step.py $R/runs/$run --steps 200 > $P/profile_$run.txt 2>&1
   log "profile $run rc=$?: $(tail -1 $P/profile_$run.txt)"
