@@ -142,3 +142,8 @@ def test_run_sh_trains_each_feature_with_its_seeds(tmp_path):
         ("beer_prepared_tcgs_accutile_grid_s1", "1"), ("beer_prepared_tcgs_accutile_app", "0")]
     assert calls[2]["batch_size"] == "2" and calls[2]["iterations"] == "15000"
     assert calls[4]["appearance"] == "bilateral_grid"
+    for bad in ("gridd@1", "grid@", "grid@one"):  # a typo fails before any run, naming the entry
+        failed = subprocess.run(["bash", str(REPO / "experiments/real_captures/run.sh"), "train"],
+                                env={**env, "FEATS": f"base {bad}"}, capture_output=True, text=True)
+        assert failed.returncode == 2 and f"FEATS entry '{bad}'" in failed.stderr, failed.stderr
+    assert len(log.read_text().splitlines()) == len(calls)  # base, listed first, did not run either
