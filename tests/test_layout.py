@@ -73,3 +73,11 @@ def test_shell_scripts_parse():
     bad = {str(s.relative_to(ROOT)): r.stderr.strip() for s in scripts
            if (r := subprocess.run(["bash", "-n", str(s)], capture_output=True, text=True)).returncode}
     assert not bad, bad
+
+
+def test_committed_studies_keep_their_metrics_gzipped():
+    """The checkout travels to the GPU machine with each call's staged data under 64 MiB, and a
+    30K-step metrics.jsonl is ~160 KiB (~20 gzipped): the studies' readers take <file>.gz
+    (gzip -9 -n the files copied back from a session before committing them)."""
+    plain = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "experiments").rglob("*.jsonl"))
+    assert not plain, plain

@@ -181,6 +181,15 @@ def test_time_split_finds_where_the_training_time_went(tmp_path):
     assert "| 0-100 | 0.10 | 1.000 | 0.750 | 0.600 | 200 |" in done.stdout  # the GPU's phases summed, the host's
     assert "| 900-1000 | 0.20 | 2.000 | 0.750 | 1.500 | 1,100 |" in done.stdout
     assert "| all | 1.50 |" in done.stdout
+    import gzip  # a committed study's gzipped copy: found by its folder, its .gz name or its plain one
+    (tmp_path / "gz").mkdir()
+    with gzip.open(tmp_path / "gz" / "metrics.jsonl.gz", "wt") as f:
+        f.write("\n".join(map(json.dumps, lines)))
+    table = [r for r in done.stdout.splitlines() if r.startswith("|")]
+    for given in ("gz", "gz/metrics.jsonl.gz", "gz/metrics.jsonl"):
+        again = subprocess.run([sys.executable, str(script), str(tmp_path / given)], capture_output=True, text=True)
+        assert again.returncode == 0, (given, again.stderr)
+        assert [r for r in again.stdout.splitlines() if r.startswith("|")] == table, given
     bad = subprocess.run([sys.executable, str(script), str(tmp_path / "nothing")], capture_output=True, text=True)
     assert bad.returncode == 1 and "no such file" in bad.stderr and "Traceback" not in bad.stderr
 

@@ -27,7 +27,8 @@ case "${1:-}" in
 wait)  # until the training rounds are done (or MARK, e.g. "render session done"), at most N seconds;
        # WAIT_COUNT=k: until the k-th such line (a second pass on a warm machine finds the first's)
   for _ in $(seq "${2:-0}"); do
-    [ "$(grep -c "] ${3:-done}" $W/steps.log 2>/dev/null)" -ge "${WAIT_COUNT:-1}" ] && break; sleep 1
+    n=$(grep -c "] ${3:-done}" $W/steps.log 2>/dev/null)   # none yet before the job's first line
+    [ "${n:-0}" -ge "${WAIT_COUNT:-1}" ] && break; sleep 1
   done
   cat $W/steps.log; pack; exit 0 ;;
 truth)  # after the rounds (unpacking beside a timed run would slow it): each staged half of the 200

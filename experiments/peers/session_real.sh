@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 36's real captures, then issue 41's study, as one background job on the GPU machine.
-# Staged here with `bash experiments/peers/stage.sh real` (.device_real, 55 MiB). Calls, chained:
+# Staged here with `bash experiments/peers/stage.sh real` (.device_real, 36 MiB). Calls, chained:
 #   carry .device_real: source .device_real/env.sh; setsid nohup bash experiments/peers/session_real.sh > /tmp/real.log 2>&1 < /dev/null & bash experiments/peers/session.sh wait 560 "real done"
 #   then, carrying nothing: source .device_real/env.sh; bash experiments/peers/session.sh wait 580 "real done"
 # Everything it keeps is under /tmp/peers/real (the runs' folders too), so session.sh's wait packs
@@ -13,14 +13,15 @@
 #    the session lasts (run.sh skips finished runs, so a later session goes on from where it stopped).
 # ~12 min for part 1 (builds 2, prepare 1, four runs ~8), then ~80 s per study run.
 # Later sessions export their own lines before the first call's `setsid nohup ...`; each one's line
-# is in its results.md (experiments/peers/h*_real/results.md). The next completes issue 41's two
-# seeds per feature (fern has no appearance, pose or grid run yet; beer lacks grid's and the
-# combined recipe's seed 1 and the batches' seed 0; ~20 min, two calls):
+# is in its results.md (experiments/peers/h*_real/results.md). Issue 41's two seeds per feature on
+# both captures were completed on 2026-12-07f, e.g. (STUDY_FEATS_<scene> replaces STUDY_FEATS for
+# that scene; feat@s: seed s only, run.sh; PROFILE_RUNS=<run names> profiles finished runs):
 #   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="fern_prepared beer_prepared" STUDY_SEEDS="0"
-#   STUDY_FEATS_fern="base app app@1 pose pose@1 grid grid@1 fast10k_d3k_nr_grid fast10k_d3k_nr_grid@1 batch2 fast5k_d3k_nr_b2"
-#   STUDY_FEATS_beer="batch2 fast5k_d3k_nr_b2 grid@1 fast10k_d3k_nr_grid@1"
-#   (STUDY_FEATS_<scene> replaces STUDY_FEATS for that scene; feat@s: seed s only, run.sh;
-#   PROFILE_RUNS=<run names> profiles finished runs)
+#   STUDY_FEATS_fern="app app@1 pose pose@1" STUDY_FEATS_beer="grid@1"
+# The next (~4 min of runs, one call): where pose_opt's test PSNR goes on fern (1.75 dB) and beer:
+#   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="fern_prepared beer_prepared" STUDY_SEEDS="0"
+#   STUDY_FEATS_fern="pose pose@1" STUDY_FEATS_beer="pose"
+#   DRIFT_RUNS="fern_prepared_tcgs_accutile_pose fern_prepared_tcgs_accutile_pose_s1 beer_prepared_tcgs_accutile_pose"
 # A second pass on a warm machine finds the first's "real done": wait with WAIT_COUNT=2.
 set -u
 # What runs (defaults: the first session's plan)
@@ -29,6 +30,13 @@ STUDY_DATAS=${STUDY_DATAS:-beer_prepared fern_prepared}; STUDY_FEATS=${STUDY_FEA
 STUDY_SEEDS=${STUDY_SEEDS:-0 1}
 S=.device_real; P=/tmp/peers/real; RC=/tmp/real_captures; mkdir -p $P/renders $P/scores $P/runs
 log() { echo "[$(date +%T)] $*" | tee -a /tmp/peers/steps.log; }
+# LPIPS's AlexNet is not in .device_real (with it, it and the checkout passed a call's 64 MiB):
+# the lego truth call's .device_gt2 (carried earlier on this machine, or alone in a call before) has it
+A=alexnet_features_imagenet.pth
+if [ ! -f $S/shared/weights/$A ] && [ -f .device_gt2/weights/$A ]; then
+  mkdir -p $S/shared && ln -sfn $PWD/.device_gt2/weights $S/shared/weights
+fi
+[ -f $S/shared/weights/$A ] || log "no $A (carry .device_gt2 in a call before): LPIPS will be null"
 # run.sh: scenes and the undistortion cache in W, run folders (gsexp's and the peer's) in R
 export D=$S/data W=$RC R=$P/rc GSEXP_SHARED=$PWD/$S/shared EXTRA="log_every=100 pair_capacity=true lpips_net=alex"
 RUN="bash experiments/real_captures/run.sh"
@@ -90,5 +98,12 @@ done
 for run in ${PROFILE_RUNS:-}; do
   timeout 150 python tools/profile_step.py $R/runs/$run --steps 200 > $P/profile_$run.txt 2>&1
   log "profile $run rc=$?: $(tail -1 $P/profile_$run.txt)"
+done
+# issue 41: where a finished pose_opt run's test PSNR went (DRIFT_RUNS, run names under $R/runs, e.g.
+# fern_prepared_tcgs_accutile_pose): the corrections' shared part, its test views moved by it, and
+# each aligned alone (experiments/real_captures/pose_drift.py; a few seconds each)
+for run in ${DRIFT_RUNS:-}; do
+  timeout 240 python experiments/real_captures/pose_drift.py $R/runs/$run --out $P/drift_$run.json > $P/drift_$run.txt 2>&1
+  log "drift $run rc=$?: $(tail -1 $P/drift_$run.txt)"
 done
 log "real done"

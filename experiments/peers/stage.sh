@@ -54,8 +54,9 @@ PY
   rm -rf .device_w && mkdir -p .device_w && cp "$W8"/vgg16_features_imagenet.pth .device_w/
   ;;
 real)  # .device_real for session_real.sh: beer and fern's photos, pycolmap (as tar.xz), gsexp's
-       # wheels, gsplat main + fused-ssim, AlexNet for LPIPS (VGG would not fit beside them)
-  dst=.device_real; rm -rf "$dst" && mkdir -p "$dst"/whl "$dst"/peer_whl "$dst"/data "$dst"/shared/weights
+       # wheels, gsplat main + fused-ssim; LPIPS's AlexNet comes with .device_gt2 (stage.sh truth):
+       # with it here, .device_real and the checkout passed the 64 MiB a call carries (2026-12-07f)
+  dst=.device_real; rm -rf "$dst" && mkdir -p "$dst"/whl "$dst"/peer_whl "$dst"/data
   cp ../shared/wheels/device/*.whl "$dst"/whl/
   sed 's#\.device/#.device_real/#g' .device/env.sh > "$dst"/env.sh 2>/dev/null ||
     { echo "stage.sh real: stage .device first (bash experiments/peers/stage.sh train): its env.sh is reused" >&2; exit 1; }
@@ -64,7 +65,6 @@ real)  # .device_real for session_real.sh: beer and fern's photos, pycolmap (as 
   rm -rf /tmp/pycolmap_u && mkdir /tmp/pycolmap_u && unzip -q -d /tmp/pycolmap_u ../shared/wheels/device-colmap/pycolmap-*.whl
   tar cf - -C /tmp/pycolmap_u . | xz -9e > "$dst"/pycolmap.tar.xz && rm -rf /tmp/pycolmap_u
   cp -r ../shared/data/colmap/beer ../shared/data/llff/fern "$dst"/data/
-  cp ${GSEXP_SHARED:-../shared}/weights/alexnet_features_imagenet.pth "$dst"/shared/weights/
   ;;
 *) echo "usage: bash experiments/peers/stage.sh train|truth|real" >&2; exit 2 ;;
 esac

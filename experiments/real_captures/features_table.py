@@ -11,6 +11,7 @@ metrics.jsonl lies beside its summary, the peak of its periodic test PSNR and th
 """
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import statistics
@@ -39,10 +40,19 @@ def runs(folders) -> dict:
     return found
 
 
+def read_jsonl(path: Path) -> list[dict]:
+    """The rows of a metrics.jsonl, or of its gzipped copy (<path>.gz: the committed studies keep
+    theirs gzipped, as the checkout travels to the GPU machine under a size limit); [] if neither."""
+    for p in (path, path.with_name(path.name + ".gz")):
+        if p.is_file():
+            text = gzip.open(p, "rt").read() if p.suffix == ".gz" else p.read_text()
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return []
+
+
 def curve(run: Path) -> list[tuple[int, float]]:
     """(step, test PSNR) of each periodic evaluation in the run's metrics.jsonl, in step order."""
-    path = run / "metrics.jsonl"
-    rows = map(json.loads, path.read_text().splitlines()) if path.is_file() else []
+    rows = read_jsonl(run / "metrics.jsonl")
     return sorted((row["step"], row["eval/psnr"]) for row in rows if "eval/psnr" in row)
 
 
