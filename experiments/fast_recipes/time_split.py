@@ -9,21 +9,20 @@ here whether the excess sits in the refine window, at a resolution change or at 
 """
 from __future__ import annotations
 
-import gzip
-import json
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "real_captures"))
+from features_table import read_jsonl  # noqa: E402  (metrics.jsonl or its .gz)
 
 
 def rows(path: Path, parts: int = 10) -> list[dict]:
     """One row per tenth of the logged steps: first and last step, seconds, ms a step, Gaussians."""
     path = path / "metrics.jsonl" if path.is_dir() else path
-    if path.suffix != ".gz" and not path.is_file():  # the committed studies keep theirs gzipped
-        path = path.with_name(path.name + ".gz")
-    if not path.is_file():
-        raise SystemExit(f"{path}: no such file; give a run folder (with metrics.jsonl) or the file")
-    text = gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text()
-    logged = [r for r in map(json.loads, text.splitlines()) if "train/elapsed_s" in r]
+    try:
+        logged = [r for r in read_jsonl(path) if "train/elapsed_s" in r]
+    except FileNotFoundError as err:
+        raise SystemExit(f"{err}; give a run folder (with metrics.jsonl) or the file") from None
     if len(logged) < 2:
         raise SystemExit(f"{path}: fewer than two log steps with train/elapsed_s (written since 2026-12-06)")
     last = logged[-1]["step"]

@@ -41,18 +41,24 @@ def runs(folders) -> dict:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """The rows of a metrics.jsonl, or of its gzipped copy (<path>.gz: the committed studies keep
-    theirs gzipped, as the checkout travels to the GPU machine under a size limit); [] if neither."""
-    for p in (path, path.with_name(path.name + ".gz")):
-        if p.is_file():
-            text = gzip.open(p, "rt").read() if p.suffix == ".gz" else p.read_text()
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
-    return []
+    """The rows of a metrics.jsonl, or of its gzipped copy <path>.gz (the committed studies keep
+    theirs gzipped: the checkout travels to the GPU machine under a size limit); FileNotFoundError
+    when neither exists. Stdlib only, so the studies' scripts start at once (time_split.py too)."""
+    given = path
+    if path.suffix != ".gz" and not path.is_file():
+        path = path.with_name(path.name + ".gz")
+    if not path.is_file():
+        raise FileNotFoundError(f"{given}: no such file" + ("" if given == path else " (nor its .gz)"))
+    text = gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def curve(run: Path) -> list[tuple[int, float]]:
     """(step, test PSNR) of each periodic evaluation in the run's metrics.jsonl, in step order."""
-    rows = read_jsonl(run / "metrics.jsonl")
+    try:
+        rows = read_jsonl(run / "metrics.jsonl")
+    except FileNotFoundError:
+        return []
     return sorted((row["step"], row["eval/psnr"]) for row in rows if "eval/psnr" in row)
 
 

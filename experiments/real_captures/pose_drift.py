@@ -118,13 +118,14 @@ def study(run: Path, align_steps: int, lr: float) -> dict:
     align(g, test, cams, images, settings, bg, align_steps)
     aligned = views(g, test, cams, images, settings, bg)
     out = {k: v for k, v in drift.items() if k not in ("w", "b")}
+    fitted = test.summary()
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     return {"run": str(run), "checkpoint": str(path), "train_cameras": len(scene.train_cameras), **out,
             "test_views": [c.name for c in scene.test_cameras], "psnr_as_scored": as_scored,
             "psnr_shared_motion": shared, "psnr_aligned": aligned, "align_steps": align_steps, "align_lr": lr,
             "mean_psnr": {"as_scored": mean(as_scored), "shared_motion": mean(shared), "aligned": mean(aligned)},
-            "aligned_rotation_deg": test.summary()["pose_mean_rotation_deg"],
-            "aligned_translation": test.summary()["pose_mean_translation"]}
+            "aligned_rotation_deg": fitted["pose_mean_rotation_deg"],
+            "aligned_translation": fitted["pose_mean_translation"]}
 
 
 def main(argv=None) -> int:

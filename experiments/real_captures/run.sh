@@ -107,17 +107,18 @@ scenes)
   fi
   ;;
 train)
+  seeds_of() { if [[ $1 == *@* ]]; then echo "${1#*@}"; else echo "$SEEDS"; fi; }  # feat@s: seed s only
   for item in $FEATS; do  # a typo fails before the first run, not after the runs before it
-    seeds=$SEEDS; [[ $item == *@* ]] && seeds=${item#*@}
+    seeds=$(seeds_of "$item")
     [[ -v FEAT[${item%@*}] && $seeds =~ ^[0-9]+( [0-9]+)*$ ]] || {
       echo "run.sh: FEATS entry '$item': expected a feature of run.sh's FEAT (${!FEAT[*]}), or feature@seed" >&2
       exit 2; }
   done
   for data in $DATAS; do
     for raster in $RASTERS; do
-      for item in $FEATS; do  # feat, or feat@s: that feature with seed s only (not SEEDS)
-        feat=${item%@*}; seeds=$SEEDS; [[ $item == *@* ]] && seeds=${item#*@}
-        for seed in $seeds; do
+      for item in $FEATS; do
+        feat=${item%@*}
+        for seed in $(seeds_of "$item"); do
           name="${data}_${raster}"; [ "$feat" = base ] || name="${name}_$feat"; [ "$seed" = 0 ] || name="${name}_s$seed"
           if grep -qs '"status": "ok"' "$R/runs/$name/summary.json"; then echo "done: $name"; continue; fi
           # shellcheck disable=SC2086  # the overrides are words
