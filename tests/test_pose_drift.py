@@ -2,6 +2,7 @@
 test views as scored, moved by that shared motion, and each aligned to its photo."""
 import json
 import math
+import shutil
 import sys
 
 import torch
@@ -59,7 +60,7 @@ def test_aligning_a_test_view_undoes_its_pose_error():
     assert after > before + 6, (before, after)
 
 
-def test_a_pose_opt_run_end_to_end(tmp_path):
+def test_a_pose_opt_run_end_to_end(tmp_path, capsys):
     """On a trained run: its as-scored test PSNR is its summary's, the JSON names every figure."""
     run_train([*TINY, "iterations=40", "pose_opt=true", "pose_opt_lr=1e-3", "name=posed", "eval_every=0"], tmp_path)
     run = tmp_path / "runs" / "posed"
@@ -72,3 +73,7 @@ def test_a_pose_opt_run_end_to_end(tmp_path):
     assert 0 < r["mean_rotation_deg"] and r["shared_rotation_deg"] <= r["mean_rotation_deg"] + 1e-9
     assert all(math.isfinite(v) for k in ("psnr_shared_motion", "psnr_aligned") for v in r[k])
     assert pose_drift.main([str(tmp_path)]) == 2  # not a run directory: one line, no traceback
+    bare = tmp_path / "bare"  # the run's config without its checkpoints
+    shutil.copytree(run / ".hydra", bare / ".hydra")
+    assert pose_drift.main([str(bare)]) == 2
+    assert "no checkpoint with pose corrections" in capsys.readouterr().err

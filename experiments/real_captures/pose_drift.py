@@ -87,6 +87,7 @@ def align(g, pose, cameras, images, settings, background, steps: int) -> None:
 def study(run: Path, align_steps: int, lr: float) -> dict:
     from gsexp import eval as gsexp_eval
     from gsexp.config import rasterizer_settings
+    from gsexp.errors import UserError
     from gsexp.export import load_model
     from gsexp.train.checkpoint import latest_checkpoint, load_checkpoint
     from gsexp.train.pose import PoseCorrection
@@ -98,7 +99,7 @@ def study(run: Path, align_steps: int, lr: float) -> dict:
     path = latest_checkpoint(run)
     state = load_checkpoint(path) if path is not None else {}
     if "pose" not in state:
-        raise SystemExit(f"{run}: no checkpoint with pose corrections (a run trained with pose_opt=true)")
+        raise UserError(f"{run}: no checkpoint with pose corrections; give a run trained with pose_opt=true")
     g = load_model(run).to(device)
     scene = load_data(cfg)
     train = PoseCorrection(scene.train_cameras, device)
@@ -138,7 +139,12 @@ def main(argv=None) -> int:
     if not (a.run / ".hydra" / "config.yaml").is_file():
         print(f"pose_drift.py: {a.run} is not a run directory (no .hydra/config.yaml)", file=sys.stderr)
         return 2
-    r = study(a.run, a.align_steps, a.lr)
+    from gsexp.errors import USER_ERRORS, one_line
+    try:
+        r = study(a.run, a.align_steps, a.lr)
+    except USER_ERRORS as err:  # e.g. the run's scene moved, or no pose corrections in it
+        print(f"pose_drift.py: error: {one_line(err)}", file=sys.stderr)
+        return 2
     if a.out:
         a.out.write_text(json.dumps(r, indent=2))
     m = r["mean_psnr"]
