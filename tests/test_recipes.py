@@ -192,6 +192,9 @@ def test_time_split_finds_where_the_training_time_went(tmp_path):
         assert [r for r in again.stdout.splitlines() if r.startswith("|")] == table, given
     bad = subprocess.run([sys.executable, str(script), str(tmp_path / "nothing")], capture_output=True, text=True)
     assert bad.returncode == 1 and "no such file" in bad.stderr and "Traceback" not in bad.stderr
+    (tmp_path / "summary.json").write_text(json.dumps({"train_seconds": 1.5}, indent=1))  # a summary, not metrics
+    bad = subprocess.run([sys.executable, str(script), str(tmp_path / "summary.json")], capture_output=True, text=True)
+    assert bad.returncode == 1 and "not a metrics.jsonl" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_host_profile_times_and_profiles_steps_at_each_level(tmp_path):

@@ -133,15 +133,19 @@ def test_capture_turbo_densifies_from_500_to_3000_and_never_resets():
     assert cfg.rasterizer._target_.endswith("TcGsSettings") and cfg.rasterizer.intersect == "accutile"
 
 
-def test_lego_turbo_is_lego_fast_with_a_budget_in_14k_steps():
-    """The recipe measured in experiments/fast_recipes (h100_2026-12-07d's turbo14k): lego_fast's
-    step with a 2.5x budget in 14K steps, every refine window scaled, no resolution schedule."""
+def test_lego_turbo_is_lego_fast_with_a_budget_in_7k_two_view_steps():
+    """The recipe measured in experiments/fast_recipes (h200_2026-12-07g's and h100_2026-12-07f's
+    turbo7k_bs2, i.e. the 14K-step lego_turbo with iterations=7000 batch_size=2): lego_fast's step
+    with a 2.5x budget, two views a step, every refine window scaled, no resolution schedule."""
     from gsexp.train.strategy import make_strategy
 
     fast = validate(compose_train(["experiment=lego_fast"]))
     cfg = validate(compose_train(["experiment=lego_turbo"]))
-    s = make_strategy(cfg.strategy.name, scene_extent=1.0, **cfg.strategy.options).scaled(cfg.iterations)
+    s = make_strategy(cfg.strategy.name, scene_extent=1.0, **cfg.strategy.options).scaled(
+        cfg.iterations, batch_size=cfg.batch_size)
     base = make_strategy(fast.strategy.name, scene_extent=1.0, **fast.strategy.options)
-    assert (cfg.iterations, cfg.strategy.name, s.budget_multiple) == (14_000, "budget", 2.5)
-    assert s.refine_stop == round(base.refine_stop * 14 / 30) and cfg.schedule.resolution == "none"
+    assert (cfg.iterations, cfg.batch_size, cfg.strategy.name, s.budget_multiple) == (7_000, 2, "budget", 2.5)
+    assert s.refine_stop == round(base.refine_stop * 7 / 30) and cfg.schedule.resolution == "none"
     assert cfg.rasterizer == fast.rasterizer and cfg.fused_adam == fast.fused_adam
+    one_view = validate(compose_train(["experiment=lego_turbo", "iterations=14000", "batch_size=1"]))
+    assert one_view.strategy == cfg.strategy  # 12-07f/g's turbo runs: the same recipe, one view a step

@@ -8,13 +8,14 @@
 #   fast      experiment=lego_fast
 #   res       + schedule.resolution=auto
 #   budget    + strategy=budget (2x the initial Gaussians)
-#   turbo     experiment=lego_turbo (the budget, 15K steps; no resolution schedule since 2026-12-06f:
-#             before, it had one, the budget following it)
+#   turbo     experiment=lego_turbo (the budget; 7K two-view steps since 2026-12-07g, 14K one-view
+#             steps before it (15K until 12-07d); no resolution schedule since 2026-12-06f: before, it
+#             had one, the budget following it)
 #   turbo_free  lego_turbo with the resolution schedule but without the primitive schedule
 #             (follow_resolution=false). Before 2026-12-07c it set no schedule, and since lego_turbo
 #             lost its schedule (12-06f) follow_resolution acts on nothing: 12-07c's turbo_free runs
 #             are lego_turbo runs
-#   turbo15k, turbo20k  lego_turbo in 15K / 20K steps (every schedule scaled): the frontier toward
+#   turbo15k, turbo20k  lego_turbo in 15K / 20K one-view steps (every schedule scaled): the frontier toward
 #             the issue's 30 s; any turbo<N>k[_b<M>][_d<D>]... likewise, in N thousand steps [with a
 #             budget of M x the initial Gaussians] [_res: with the resolution schedule] [_d<D>: its
 #             coarsest level 1/D of the size] [_f<F>: full size from F x the steps, e.g. _f0.35]
@@ -67,7 +68,7 @@ for seed in $SEEDS; do for r in $RECIPES; do
       [[ $r == *_split* ]] && args="$args rasterizer.tile_split=auto"
       [[ $r == *_nosplit* ]] && args="$args rasterizer.tile_split=none"
       [[ $r == *_quarters* ]] && args="$args rasterizer.tile_split=quarters"
-      k=$(grep -o '_bs[0-9]*' <<< "$r"); [ -n "$k" ] && args="$args batch_size=${k#_bs}" ;;
+      k=$(grep -o '_bs[0-9]*' <<< "$r"); k=${k#_bs}; args="$args batch_size=${k:-1}" ;;  # one view unless _bs
     hostprof)  # not a training: is lego_turbo's step bound by the host at 1/4 size, at 1/2, at full size?
       python experiments/fast_recipes/host_profile.py experiment=lego_turbo data.path=/tmp/lego --at 100 2500 12000 \
         --out $out.json > $out.log 2>&1; log "hostprof rc=$?: $(grep -A4 '^| from step' $out.log | tail -3 | tr '\n' ' ')"

@@ -23,6 +23,9 @@ def rows(path: Path, parts: int = 10) -> list[dict]:
         logged = [r for r in read_jsonl(path) if "train/elapsed_s" in r]
     except FileNotFoundError as err:
         raise SystemExit(f"{err}; give a run folder (with metrics.jsonl) or the file") from None
+    except ValueError:  # e.g. a run's summary.json (one JSON over many lines), not JSON Lines
+        raise SystemExit(f"{path}: not a metrics.jsonl (a JSON object a line); give the run folder "
+                         "that holds it, or the file itself") from None
     if len(logged) < 2:
         raise SystemExit(f"{path}: fewer than two log steps with train/elapsed_s (written since 2026-12-06)")
     last = logged[-1]["step"]
