@@ -85,24 +85,25 @@ def test_a_step_trains_at_the_levels_size(compose_cfg, tmp_path):
 
 
 def test_budget_and_schedule_train_and_resume_exactly(tmp_path):
-    """strategy=budget with schedule.resolution=manual (and appearance=affine, pose_opt, issue 41): the count
-    never passes the budget, and a run killed at its step-30 checkpoint resumes (mid-schedule) to
-    the uninterrupted run's model and colour transforms."""
+    """strategy=budget with schedule.resolution=manual, two views a step as lego_turbo (and
+    appearance=affine, pose_opt, issue 41): the count never passes the budget, and a run killed at
+    its step-15 checkpoint resumes (mid-schedule) to the uninterrupted run's model and colour
+    transforms."""
     args = [a for a in TINY if a != "strategy=none"] + [
-        "iterations=60", "checkpoint_every=10", "eval_every=0", "strategy=budget", "strategy.options.budget=330",
-        "strategy.options.refine_start=3000", "strategy.options.refine_every=5", "strategy.options.refine_stop=27500",
-        "schedule.resolution=manual", "schedule.downscales=[4,2,1]", "schedule.steps=[0,10000,20000]",
-        "appearance=affine", "pose_opt=true"]
+        "iterations=30", "batch_size=2", "checkpoint_every=5", "eval_every=0", "strategy=budget",
+        "strategy.options.budget=330", "strategy.options.refine_start=3000", "strategy.options.refine_every=5",
+        "strategy.options.refine_stop=27500", "schedule.resolution=manual", "schedule.downscales=[4,2,1]",
+        "schedule.steps=[0,10000,20000]", "appearance=affine", "pose_opt=true"]
     run_train(args, tmp_path / "full")
-    full = torch.load(sorted((tmp_path / "full").rglob("step_000060.pt"))[0], weights_only=True)
+    full = torch.load(sorted((tmp_path / "full").rglob("step_000030.pt"))[0], weights_only=True)
     (summary,) = [json.loads(p.read_text()) for p in (tmp_path / "full").rglob("summary.json")]
     assert 200 < summary["num_gaussians"] <= 330 and summary["appearance_mean_change"] > 0
     log = next((tmp_path / "full").rglob("train.log")).read_text()
-    assert "schedule.resolution=manual: 1/4 from step 0, 1/2 from step 20, 1/1 from step 40" in log
+    assert "schedule.resolution=manual: 1/4 from step 0, 1/2 from step 10, 1/1 from step 20" in log
 
-    kill_at_checkpoint(args, tmp_path / "cut", 30)
+    kill_at_checkpoint(args, tmp_path / "cut", 15)
     run_train([*args, "resume=auto"], tmp_path / "cut")
-    resumed = torch.load(sorted((tmp_path / "cut").rglob("step_000060.pt"))[0], weights_only=True)
+    resumed = torch.load(sorted((tmp_path / "cut").rglob("step_000030.pt"))[0], weights_only=True)
     assert torch.equal(resumed["params"]["means"], full["params"]["means"])
     assert torch.equal(resumed["appearance"]["delta"], full["appearance"]["delta"])
     assert torch.equal(resumed["pose"]["delta"], full["pose"]["delta"]) and full["pose"]["delta"].abs().max() > 0

@@ -18,9 +18,10 @@
 # that scene; feat@s: seed s only, run.sh; PROFILE_RUNS=<run names> profiles finished runs):
 #   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="fern_prepared beer_prepared" STUDY_SEEDS="0"
 #   STUDY_FEATS_fern="app app@1 pose pose@1" STUDY_FEATS_beer="grid@1"
-# The next (~4 min of runs, one call): where pose_opt's test PSNR goes on fern (1.75 dB) and beer:
+# The next (~8 min of runs, two calls): capture_turbo (fast10k_d3k_nr) beside capture_fast (base) on
+# the H200, which neither has run on, then where pose_opt's test PSNR goes on fern (1.75 dB) and beer:
 #   PEER_RUNS="" PROFILE_FEATS="" SKIP_CHECKS=1 STUDY_DATAS="fern_prepared beer_prepared" STUDY_SEEDS="0"
-#   STUDY_FEATS_fern="pose pose@1" STUDY_FEATS_beer="pose"
+#   STUDY_FEATS_fern="base fast10k_d3k_nr pose pose@1" STUDY_FEATS_beer="base fast10k_d3k_nr pose"
 #   DRIFT_RUNS="fern_prepared_tcgs_accutile_pose fern_prepared_tcgs_accutile_pose_s1 beer_prepared_tcgs_accutile_pose"
 # A second pass on a warm machine finds the first's "real done": wait with WAIT_COUNT=2.
 set -u
