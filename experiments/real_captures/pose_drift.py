@@ -31,20 +31,14 @@ def skew(w: torch.Tensor) -> torch.Tensor:
     return torch.stack([torch.stack([z, -w[2], w[1]]), torch.stack([w[2], z, -w[0]]), torch.stack([-w[1], w[0], z])])
 
 
-def rotvec(q: torch.Tensor) -> torch.Tensor:
-    """The rotation vector of a unit quaternion (w, x, y, z)."""
-    v = q[1:] if q[0] >= 0 else -q[1:]
-    s = v.norm()
-    return v * (2 * torch.atan2(s, q[0].abs()) / s) if s > 0 else torch.zeros_like(v)
-
-
 def shared_motion(pose, n: int) -> dict:
     """The mean world motion of n cameras' corrections and how much of them it is (float64)."""
     ws, bs, shifts = [], [], []
     for i in range(n):
-        a, b, q = (t.detach().double().cpu() for t in pose.world_motion(i))
+        a, b, _ = (t.detach().double().cpu() for t in pose.world_motion(i))
         c = pose.center[i].double().cpu()
-        ws.append(rotvec(q))
+        rot_t, d = pose.rot_t[i].double().cpu(), pose.delta[i].detach().double().cpu()
+        ws.append(rot_t @ d[:3])  # A's rotation vector: R^T w in world axes
         bs.append(b)
         shifts.append(a.T @ (c - b) - c)  # the corrected camera's centre in the world, less the SfM one
     w, b, s = torch.stack(ws), torch.stack(bs), torch.stack(shifts)
