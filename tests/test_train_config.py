@@ -147,5 +147,8 @@ def test_lego_turbo_is_lego_fast_with_a_budget_in_7k_two_view_steps():
     assert (cfg.iterations, cfg.batch_size, cfg.strategy.name, s.budget_multiple) == (7_000, 2, "budget", 2.5)
     assert s.refine_stop == round(base.refine_stop * 7 / 30) and cfg.schedule.resolution == "none"
     assert cfg.rasterizer == fast.rasterizer and cfg.fused_adam == fast.fused_adam
-    one_view = validate(compose_train(["experiment=lego_turbo", "iterations=14000", "batch_size=1"]))
-    assert one_view.strategy == cfg.strategy  # 12-07f/g's turbo runs: the same recipe, one view a step
+    one = validate(compose_train(["experiment=lego_turbo", "iterations=14000", "batch_size=1"]))
+    o = make_strategy(one.strategy.name, scene_extent=1.0, **one.strategy.options).scaled(one.iterations)
+    # 12-07f/g's turbo runs, one view a step: the same refines at the same views (step x 2)
+    assert (2 * s.refine_stop, 2 * s.refine_every, 2 * s.reset_every) == (o.refine_stop, o.refine_every, o.reset_every)
+    assert abs(2 * s.refine_start - o.refine_start) <= 2 and s.budget_multiple == o.budget_multiple
